@@ -1,0 +1,240 @@
+"""Targets: which GPU is here (if any), and compiling a ladder step for a chosen target anywhere.
+
+CuTeDSL compiles on a machine without a GPU when it is told the target (``sm_100a`` or
+``sm_90a``) and given *fake* tensors that carry dtypes, symbolic shapes and alignment but no
+data. :func:`compile_step` does that and keeps the PTX and cubin; :mod:`gemm_course.inspect`
+reads them. On a GPU the same function compiles against real tensors for the GPU that is
+present, and the result can be launched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import tempfile
+import threading
+from typing import Any, Optional
+
+TARGETS = {
+    "sm_100a": "Blackwell (B200/GB200 class): tcgen05 MMA, tensor memory, TMA",
+    "sm_90a": "Hopper (H100/H200): wgmma, TMA",
+}
+# ladder architecture key -> compile target
+ARCH_TARGET = {"sm100": "sm_100a", "sm90": "sm_90a"}
+TARGET_ARCH = {v: k for k, v in ARCH_TARGET.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    gpu_name: Optional[str]
+    capability: Optional[tuple]
+    sm_count: Optional[int]
+    target: Optional[str]  # sm_90a / sm_100a when a course target is present, else None
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu_name is not None
+
+    def describe(self) -> str:
+        if not self.has_gpu:
+            return "no GPU: kernels compile for sm_100a and sm_90a, nothing runs"
+        cc = ".".join(map(str, self.capability))
+        t = self.target or "no course target (steps 2+ need sm_90a or sm_100a)"
+        return f"{self.gpu_name} (compute capability {cc}, {self.sm_count} SMs): {t}"
+
+
+def _target_for_capability(cc) -> Optional[str]:
+    if cc == (9, 0):
+        return "sm_90a"
+    if cc in ((10, 0), (10, 3)):
+        return "sm_100a"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def machine() -> Machine:
+    """The GPU of this process (device 0), or a machine without one."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return Machine(None, None, None, None)
+        props = torch.cuda.get_device_properties(0)
+        cc = (props.major, props.minor)
+        return Machine(props.name, cc, props.multi_processor_count, _target_for_capability(cc))
+    except Exception:  # torch missing or driver broken: behave as a CPU-only machine
+        return Machine(None, None, None, None)
+
+
+def resolve_target(target: Optional[str], step=None) -> str:
+    """``None`` means: the GPU that is here, else the step's own architecture, else sm_90a."""
+    if target is None:
+        present = machine().target
+        if step is not None and step.arch in ARCH_TARGET:
+            own = ARCH_TARGET[step.arch]
+            return present if present == own else own
+        return present or "sm_90a"
+    target = {"sm100": "sm_100a", "sm90": "sm_90a", "sm_100": "sm_100a", "sm_90": "sm_90a"}.get(target, target)
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}")
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# compiling
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Artifacts:
+    """What a compile leaves: PTX text, cubin bytes, and the callable (launchable on a matching GPU)."""
+
+    step_key: str
+    config: Any
+    target: str
+    shape_class: str
+    ptx: str
+    cubin: bytes
+    compiled: Any = dataclasses.field(repr=False, default=None)
+    seconds: float = 0.0
+    dynamic_smem: Optional[int] = None  # bytes of dynamic shared memory the launch asks for
+
+    @property
+    def kernel_names(self) -> list:
+        import re
+
+        return re.findall(r"^\.(?:visible |weak )?\.entry\s+(\w+)", self.ptx, flags=re.M)
+
+
+_lock = threading.Lock()
+_cache: dict = {}
+
+
+def _dsl():
+    from cutlass.cutlass_dsl import CuTeDSL
+
+    return CuTeDSL._get_dsl()
+
+
+def fake_operands(shape_class: str = "dynamic"):
+    """Fake A (M,K), B (N,K), C (M,N) bf16 tensors, K-major / row-major, 16-byte aligned.
+
+    ``dynamic``: M, N, K symbolic (K and N multiples of 8, as TMA needs). ``MxNxK``: static shape.
+    """
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    if shape_class == "dynamic":
+        m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=8)
+        ld_k, ld_n = cute.sym_int64(divisibility=8), cute.sym_int64(divisibility=8)
+    else:
+        from .problem import GemmProblem
+
+        p = GemmProblem.parse(shape_class)
+        m, n, k, ld_k, ld_n = p.m, p.n, p.k, p.k, p.n
+
+    def fake(rows, cols, ld):
+        return make_fake_tensor(cutlass.BFloat16, (rows, cols), stride=(ld, 1), assumed_align=16)
+
+    return fake(m, k, ld_k), fake(n, k, ld_k), fake(m, n, ld_n)
+
+
+def runtime_operands(a, b, c):
+    """Wrap torch tensors for CuTeDSL with the same symbolic structure as :func:`fake_operands`."""
+    from cutlass.cute.runtime import from_dlpack
+
+    def wrap(t):
+        return from_dlpack(t, assumed_align=16).mark_layout_dynamic(leading_dim=1).mark_compact_shape_dynamic(
+            mode=1, divisibility=8
+        )
+
+    return wrap(a), wrap(b), wrap(c)
+
+
+def runtime_operands_any(a, b, c):
+    """Wrap torch tensors with no alignment promise (the naive step accepts any shape)."""
+    from cutlass.cute.runtime import from_dlpack
+
+    return tuple(from_dlpack(t, assumed_align=2).mark_layout_dynamic(leading_dim=1) for t in (a, b, c))
+
+
+def fake_operands_any():
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    m, n, k = cute.sym_int32(), cute.sym_int32(), cute.sym_int32()
+
+    def fake(rows, cols):
+        return make_fake_tensor(cutlass.BFloat16, (rows, cols), stride=(cute.sym_int64(), 1), assumed_align=2)
+
+    return fake(m, k), fake(n, k), fake(m, n)
+
+
+def compile_step(step, config=None, target: Optional[str] = None, shape_class: str = "dynamic", operands=None):
+    """Compile ``step`` (a :class:`gemm_course.ladder.Step`) for ``target``; cached.
+
+    ``operands``: real (A, B, C) CuTe tensors to compile against on a GPU; by default fake ones.
+    The cache key is (step, config, target, shape class); configs are frozen dataclasses.
+    """
+    import time
+
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream
+
+    config = step.default if config is None else config
+    target = resolve_target(target, step)
+    ok, why = step.check_config(config)
+    if not ok:
+        raise ValueError(f"{step.key}: invalid config {config}: {why}")
+    key = (step.key, config, target, shape_class, operands is not None)
+    with _lock:
+        if key in _cache:
+            return _cache[key]
+        module = step.load()
+        gemm = module.Gemm(config)
+        if operands is None:
+            operands = fake_operands_any() if step.any_shape else fake_operands(shape_class)
+            stream = make_fake_stream()
+        else:
+            import torch
+            from cuda.bindings import driver as cuda
+
+            stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+        dsl = _dsl()
+        old_arch, old_dump = dsl.envar.arch if dsl.envar._arch else None, dsl.envar.dump_dir
+        with tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp:
+            dsl.envar.arch = target
+            dsl.envar.dump_dir = tmp
+            try:
+                t0 = time.perf_counter()
+                compiled = cute.compile[cute.KeepPTX, cute.KeepCUBIN](gemm, *operands, stream)
+                seconds = time.perf_counter() - t0
+            finally:
+                dsl.envar.arch = old_arch
+                dsl.envar.dump_dir = old_dump
+            ptx = _artifact(compiled.artifacts.PTX, binary=False)
+            cubin = _artifact(compiled.artifacts.CUBIN, binary=True)
+        smem = getattr(gemm, "smem_bytes", None)
+        art = Artifacts(step.key, config, target, shape_class, ptx, cubin, compiled, seconds, smem)
+        _cache[key] = art
+        return art
+
+
+def _artifact(value, binary: bool):
+    """CuTeDSL hands back either a path to the dumped file or the content itself."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value) if binary else bytes(value).decode()
+    if isinstance(value, str) and len(value) < 4096 and os.path.isfile(value):
+        with open(value, "rb" if binary else "r") as f:
+            return f.read()
+    if value is None:
+        raise RuntimeError("the compiler kept no artifact; is the dump directory writable?")
+    return value.encode("latin-1") if binary else value
+
+
+def clear_cache():
+    with _lock:
+        _cache.clear()

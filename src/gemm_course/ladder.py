@@ -1,0 +1,203 @@
+"""The ladder: one table of every step of the course, per architecture.
+
+Notebooks, tests, the CLI and the benchmarks look kernels up here and nowhere else::
+
+    from gemm_course.ladder import ladder
+    step = ladder["sm90"][3]          # Hopper, step 3 (128-byte swizzle)
+    step.default                      # its default Config (a frozen dataclass)
+    step.can_implement(problem)       # (ok, reason) before any launch
+
+Each step module (``gemm_course/kernels/...``) provides ``Config``, ``check_config(config)``,
+``can_implement(problem, config)`` and ``Gemm(config)`` whose ``@cute.jit __call__(a, b, c,
+stream)`` launches the kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import itertools
+from typing import Iterator, Optional
+
+from .arch import ARCH_TARGET
+
+ARCH_NAMES = {"sm100": "Blackwell sm_100a", "sm90": "Hopper sm_90a"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    number: int
+    arch: str  # "sm90" or "sm100"
+    module_name: str
+    title: str
+    adds: str  # what this step adds to the previous one, in a sentence
+    shapes: str  # which problems it accepts, for people
+    instructions: tuple  # instruction classes its SASS must contain (gemm_course.inspect)
+    ptx_markers: tuple = ()  # PTX substrings the compiled kernel must contain
+    knobs: tuple = ()  # ((field, (allowed values...)), ...): what widgets and sweeps may vary
+    any_shape: bool = False  # no alignment rule (the naive step)
+
+    @property
+    def key(self) -> str:
+        return f"{self.arch}/{self.number}"
+
+    @property
+    def target(self) -> str:
+        return ARCH_TARGET[self.arch]
+
+    def load(self):
+        return importlib.import_module(self.module_name)
+
+    @property
+    def default(self):
+        return self.load().Config()
+
+    def config(self, **changes):
+        return dataclasses.replace(self.default, **changes)
+
+    def check_config(self, config) -> tuple:
+        mod = self.load()
+        if not isinstance(config, mod.Config):
+            return False, f"expected a {mod.__name__}.Config, got {type(config).__name__}"
+        return mod.check_config(config)
+
+    def can_implement(self, problem, config=None) -> tuple:
+        config = self.default if config is None else config
+        ok, why = self.check_config(config)
+        if not ok:
+            return ok, why
+        return self.load().can_implement(problem, config)
+
+    def knob_grid(self) -> Iterator:
+        """Every valid config over the step's knobs (for sweeps and the widget's static table)."""
+        names = [k for k, _ in self.knobs]
+        for values in itertools.product(*(v for _, v in self.knobs)):
+            cfg = self.config(**dict(zip(names, values)))
+            if self.check_config(cfg)[0]:
+                yield cfg
+
+    def __str__(self):
+        return f"{self.key}: {self.title}"
+
+
+_K = "gemm_course.kernels"
+_MMA, _TMA, _SMEM, _BAR, _GMEM, _FMA, _TMEM = (
+    "tensor-core MMA",
+    "TMA copy",
+    "shared memory",
+    "barrier/sync",
+    "global load/store",
+    "SIMT FMA",
+    "tensor memory",
+)
+
+_NAIVE = dict(
+    number=1,
+    module_name=f"{_K}.naive",
+    title="Naive: one thread per element of C",
+    adds="the baseline: each thread walks K through global memory in float32",
+    shapes="any M, N, K >= 1; no alignment rule",
+    instructions=(_GMEM, _FMA),
+    knobs=(("block_m", (8, 16, 32)), ("block_n", (16, 32, 64))),
+    any_shape=True,
+)
+
+_STEPS = [
+    Step(arch="sm90", **_NAIVE),
+    Step(arch="sm100", **_NAIVE),
+    Step(
+        2,
+        "sm90",
+        f"{_K}.sm90.step02_wgmma_tma",
+        "Tensor cores and TMA (wgmma, unswizzled shared memory)",
+        "TMA loads tiles into shared memory on an mbarrier; one warpgroup issues wgmma "
+        "64x256x16 four times per 64-wide K tile; the accumulator lives in registers",
+        "M a multiple of tile_m, N a multiple of tile_n, K a multiple of 8 (TMA zero-fills the K tail)",
+        (_MMA, _TMA, _BAR, _GMEM),
+        ptx_markers=("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait"),
+        knobs=(("tile_n", (64, 128, 256)), ("tile_k", (32, 64))),
+    ),
+    Step(
+        3,
+        "sm90",
+        f"{_K}.sm90.step03_swizzle",
+        "128-byte swizzled shared memory",
+        "only the shared-memory layouts change: the 128-byte swizzle spreads each 8-row group "
+        "of the tile across all 32 banks",
+        "as step 2",
+        (_MMA, _TMA, _BAR, _GMEM),
+        ptx_markers=("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait"),
+        knobs=(("tile_n", (64, 128, 256)), ("tile_k", (64,))),
+    ),
+    Step(
+        2,
+        "sm100",
+        f"{_K}.sm100.step02_tcgen05_tma",
+        "Tensor cores, TMA and tensor memory (tcgen05, unswizzled)",
+        "TMA loads on an mbarrier; one thread issues tcgen05.mma 64x256x16 four times per K tile; "
+        "the fp32 accumulator lives in tensor memory and the epilogue reads it with tcgen05.ld",
+        "M a multiple of 64, N a multiple of 256, K a multiple of 8",
+        (_MMA, _TMA, _TMEM, _BAR, _GMEM),
+        ptx_markers=(
+            "tcgen05.mma.cta_group::1",
+            "tcgen05.alloc",
+            "tcgen05.dealloc",
+            "tcgen05.ld",
+            "cp.async.bulk.tensor",
+            "mbarrier.try_wait",
+        ),
+    ),
+    Step(
+        3,
+        "sm100",
+        f"{_K}.sm100.step03_swizzle",
+        "128-byte swizzled shared memory",
+        "only the shared-memory layouts change, to the 128-byte swizzle",
+        "as step 2",
+        (_MMA, _TMA, _TMEM, _BAR, _GMEM),
+        ptx_markers=(
+            "tcgen05.mma.cta_group::1",
+            "tcgen05.alloc",
+            "tcgen05.dealloc",
+            "tcgen05.ld",
+            "cp.async.bulk.tensor",
+            "mbarrier.try_wait",
+        ),
+    ),
+]
+
+
+def _available(step: Step) -> bool:
+    return importlib.util.find_spec(step.module_name) is not None
+
+
+ladder: dict = {}
+for _s in _STEPS:
+    if _available(_s):
+        ladder.setdefault(_s.arch, {})[_s.number] = _s
+for _arch in ladder:
+    ladder[_arch] = dict(sorted(ladder[_arch].items()))
+
+
+def steps(arch: Optional[str] = None) -> list:
+    archs = [arch] if arch else list(ladder)
+    return [s for a in archs for s in ladder.get(a, {}).values()]
+
+
+def get(key) -> Step:
+    """``get('sm90/3')``, ``get('sm90:3')``, ``get(('sm90', 3))``; a bare number means sm90 (runs here)."""
+    if isinstance(key, Step):
+        return key
+    if isinstance(key, tuple):
+        arch, number = key
+    else:
+        text = str(key).replace(":", "/")
+        arch, _, number = text.rpartition("/")
+        arch = arch or "sm90"
+    arch = {"hopper": "sm90", "sm_90a": "sm90", "blackwell": "sm100", "sm_100a": "sm100"}.get(arch, arch)
+    try:
+        return ladder[arch][int(number)]
+    except (KeyError, ValueError):
+        have = ", ".join(s.key for s in steps())
+        raise KeyError(f"no step {key!r}; the ladder has: {have}") from None

@@ -1,0 +1,221 @@
+"""GEMM problems: shapes, inputs, the float32 reference, and validation before launch.
+
+Every kernel in the course computes ``C = A @ B.T`` with
+
+* ``A``: (M, K) bfloat16, K-major (row-major, each row of A is contiguous along K),
+* ``B``: (N, K) bfloat16, K-major (each row of B is one column of the math-B),
+* ``C``: (M, N) bfloat16, row-major, accumulated in float32.
+
+This is the "TN" GEMM of BLAS terms and the layout ``torch.nn.functional.linear`` uses.
+:func:`validate` refuses bad operands *before* any launch, with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+TMA_ALIGN_BYTES = 16  # TMA needs 16-byte aligned base addresses and leading dimensions
+BF16_BYTES = 2
+ELEMS_PER_16B = TMA_ALIGN_BYTES // BF16_BYTES  # 8 bf16 elements
+
+
+class GemmInputError(ValueError):
+    """Raised before launch when operands or shapes cannot be handled."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmProblem:
+    """Shape and formats of one GEMM. Only the course's format is supported (see module doc)."""
+
+    m: int
+    n: int
+    k: int
+    in_dtype: str = "bfloat16"
+    out_dtype: str = "bfloat16"
+    acc_dtype: str = "float32"
+    a_major: str = "k"
+    b_major: str = "k"
+    c_major: str = "n"
+
+    def __post_init__(self):
+        for name in ("m", "n", "k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise GemmInputError(f"{name.upper()} must be an int, got {v!r}")
+            if v <= 0:
+                raise GemmInputError(
+                    f"empty matrix: {name.upper()} = {v}. Every dimension must be at least 1; "
+                    "a GEMM with an empty dimension has nothing to compute (or is all zeros)."
+                )
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def min_bytes(self) -> int:
+        """Fewest DRAM bytes: read A and B once, write C once."""
+        return BF16_BYTES * (self.m * self.k + self.n * self.k + self.m * self.n)
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flops / self.min_bytes
+
+    @property
+    def label(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    @classmethod
+    def square(cls, size: int) -> "GemmProblem":
+        return cls(size, size, size)
+
+    @classmethod
+    def parse(cls, text: str) -> "GemmProblem":
+        """``'4096'`` -> 4096^3, ``'8192x4096x14336'`` -> M x N x K."""
+        parts = [p for p in text.lower().replace(",", "x").split("x") if p]
+        try:
+            dims = [int(p) for p in parts]
+        except ValueError:
+            raise GemmInputError(f"cannot read shape {text!r}: write M or MxNxK, e.g. 4096 or 8192x4096x14336")
+        if len(dims) == 1:
+            return cls.square(dims[0])
+        if len(dims) != 3:
+            raise GemmInputError(f"cannot read shape {text!r}: write M or MxNxK")
+        return cls(*dims)
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs and reference (torch is imported lazily: the package imports without it)
+# ---------------------------------------------------------------------------------------------
+
+
+def make_inputs(problem: GemmProblem, device="cuda", seed: Optional[int] = None):
+    """Fresh random-normal A (M,K) and B (N,K) in bf16, and a poisoned C (all NaN).
+
+    Never zeros: zeros hide unwritten outputs and run faster than real data.
+    """
+    import torch
+
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed if seed is not None else torch.seed() % (2**31))
+    a = torch.randn(problem.m, problem.k, generator=gen).to(torch.bfloat16).to(device)
+    b = torch.randn(problem.n, problem.k, generator=gen).to(torch.bfloat16).to(device)
+    c = poisoned_output(problem, device)
+    return a, b, c
+
+
+def poisoned_output(problem: GemmProblem, device="cuda"):
+    import torch
+
+    return torch.full((problem.m, problem.n), float("nan"), dtype=torch.bfloat16, device=device)
+
+
+def reference(a, b):
+    """float32 reference ``A @ B.T`` computed from the (bf16) inputs."""
+    return a.float() @ b.float().t()
+
+
+def relative_error(c, ref) -> float:
+    """``||C - ref|| / ||ref||`` in float64; NaN or Inf anywhere (an unwritten element) gives inf."""
+    import torch
+
+    c64 = c.double()
+    if not torch.isfinite(c64).all():
+        return math.inf
+    ref64 = ref.double()
+    return float(torch.linalg.norm(c64 - ref64) / torch.linalg.norm(ref64))
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_operand(name: str, t, device_type: str, rows_name: str, cols_name: str):
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise GemmInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 2:
+        raise GemmInputError(
+            f"{name} must be 2-D ({rows_name}, {cols_name}), got shape {tuple(t.shape)}; "
+            "batched GEMMs are not part of the course: loop over the batch or reshape."
+        )
+    if t.dtype != torch.bfloat16:
+        raise GemmInputError(
+            f"{name} has dtype {t.dtype}; the course's kernels take bfloat16. "
+            f"Convert with {name.lower()}.to(torch.bfloat16)."
+        )
+    if t.device.type != device_type:
+        hint = f"{name.lower()}.cuda()" if device_type == "cuda" else f"{name.lower()}.to('{device_type}')"
+        raise GemmInputError(f"{name} is on {t.device}, the kernel runs on {device_type}: move it with {hint}.")
+    if t.numel() == 0:
+        raise GemmInputError(f"empty matrix: {name} has shape {tuple(t.shape)}; every dimension must be at least 1.")
+
+
+def _check_k_major(name: str, t, major_word: str):
+    rows, cols = t.shape
+    if t.stride(1) != 1:
+        if t.stride(0) == 1 and rows > 1:
+            raise GemmInputError(
+                f"{name} is {'column' if major_word == 'K' else 'the wrong'}-major (strides {tuple(t.stride())}), "
+                f"the kernels need {name} {major_word}-major (row-major, stride 1 along {major_word}). "
+                f"Pass {name.lower()}.contiguous(); if you have the transpose, pass {name.lower()}.t().contiguous()."
+            )
+        raise GemmInputError(
+            f"{name} is not contiguous (strides {tuple(t.stride())}); pass {name.lower()}.contiguous()."
+        )
+    if rows > 1 and t.stride(0) < cols:
+        raise GemmInputError(f"{name} rows overlap (strides {tuple(t.stride())}); pass {name.lower()}.contiguous().")
+
+
+def validate(a, b, c=None, *, need_tma: bool = True, device_type: str = "cuda") -> GemmProblem:
+    """Check operands for ``C = A @ B.T`` and return the problem; raise :class:`GemmInputError`.
+
+    ``need_tma``: TMA (steps 2+) needs 16-byte aligned base pointers and leading dimensions,
+    i.e. K and N multiples of 8 for bf16. The naive step 1 does not.
+    ``device_type``: where the kernel runs ('cuda'); tests of the other rules may pass 'cpu'.
+    """
+    _check_operand("A", a, device_type, "M", "K")
+    _check_operand("B", b, device_type, "N", "K")
+    if a.device != b.device:
+        raise GemmInputError(f"A is on {a.device} and B on {b.device}: put both on the same GPU.")
+    if a.shape[1] != b.shape[1]:
+        raise GemmInputError(
+            f"K mismatch: A is {tuple(a.shape)} (M, K) and B is {tuple(b.shape)} (N, K). "
+            "B must be given as (N, K), i.e. the transpose of the math-B; if you hold a (K, N) matrix, "
+            "pass b.t().contiguous()."
+        )
+    _check_k_major("A", a, "K")
+    _check_k_major("B", b, "K")
+    m, k = a.shape
+    n = b.shape[0]
+    if c is not None:
+        _check_operand("C", c, device_type, "M", "N")
+        if c.device != a.device:
+            raise GemmInputError(f"C is on {c.device} but A is on {a.device}: put all three on the same GPU.")
+        if tuple(c.shape) != (m, n):
+            raise GemmInputError(f"C has shape {tuple(c.shape)}, expected (M, N) = ({m}, {n}).")
+        _check_k_major("C", c, "N")
+        if c.data_ptr() in (a.data_ptr(), b.data_ptr()):
+            raise GemmInputError("C shares memory with an input: allocate a separate output tensor.")
+    if max(m, n, k) >= 2**31 or m * k >= 2**31 * 8 or n * k >= 2**31 * 8:
+        raise GemmInputError(f"problem {m}x{n}x{k} is too large for 32-bit tile coordinates; split it.")
+    if need_tma:
+        for name, t, ld_name, ld in (("A", a, "K", k), ("B", b, "K", k), ("C", c, "N", n)):
+            if t is None:
+                continue
+            if ld % ELEMS_PER_16B:
+                raise GemmInputError(
+                    f"{ld_name} = {ld} is not a multiple of {ELEMS_PER_16B}: TMA needs every row of {name} to start "
+                    f"on a 16-byte boundary. Pad {ld_name} up to {math.ceil(ld / ELEMS_PER_16B) * ELEMS_PER_16B} "
+                    "with zeros, or use step 1 (naive), which has no alignment rule."
+                )
+            if t.data_ptr() % TMA_ALIGN_BYTES:
+                raise GemmInputError(
+                    f"{name}'s data pointer is not 16-byte aligned (it is a view at an odd offset); "
+                    f"pass {name.lower()}.clone() to get a fresh, aligned allocation."
+                )
+    return GemmProblem(m, n, k)
