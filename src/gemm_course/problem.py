@@ -74,7 +74,7 @@ class GemmProblem:
     @classmethod
     def parse(cls, text: str) -> "GemmProblem":
         """``'4096'`` -> 4096^3, ``'8192x4096x14336'`` -> M x N x K."""
-        parts = [p for p in text.lower().replace(",", "x").split("x") if p]
+        parts = text.strip().lower().replace(",", "x").split("x")
         try:
             dims = [int(p) for p in parts]
         except ValueError:

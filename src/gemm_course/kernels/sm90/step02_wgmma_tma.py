@@ -89,8 +89,8 @@ class Gemm:
         tiled_mma = sm90_utils.make_trivial_tiled_mma(
             AB_DTYPE,
             AB_DTYPE,
-            warpgroup.OperandMajorMode.K,
-            warpgroup.OperandMajorMode.K,
+            cute.nvgpu.OperandMajorMode.K,
+            cute.nvgpu.OperandMajorMode.K,
             ACC_DTYPE,
             atom_layout_mnk=(1, 1, 1),
             tiler_mn=(64, bn),
@@ -136,7 +136,7 @@ class Gemm:
         tile_coord = (bidx, bidy, None)
 
         # 1. shared memory and the barrier --------------------------------------------------
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (bM, bK)
         sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (bN, bK)

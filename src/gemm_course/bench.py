@@ -1,0 +1,278 @@
+"""The measurement protocol and result records.
+
+Protocol (every number the book shows comes from here):
+
+* fresh random-normal inputs (never zeros), output checked against float32 before timing;
+* JIT excluded: the kernel is compiled and launched once before any timing;
+* ``warmup`` launches, then ``rounds`` rounds; in each round ``repeats`` launches of the step and
+  ``repeats`` of cuBLAS (``torch.mm``) are timed *interleaved*, each launch between its own CUDA
+  events; we report the median (and min, max) over all launches;
+* the seed's protocol (10 warm-up, 100 launches, mean) is reported too, from events around a
+  block of 100 back-to-back launches of each;
+* a record stores provenance: GPU, driver, CUDA, torch, cutlass-dsl, clocks, date, command.
+
+Records are JSON files under ``results/<gpu-slug>/``; :func:`load_records` reads them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import glob
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from typing import Callable, Iterable, Optional
+
+from . import ladder
+from .problem import GemmProblem, make_inputs, reference, relative_error
+
+SCHEMA = 1
+RESULTS_DIR = os.environ.get(
+    "GEMM_COURSE_RESULTS", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "results")
+)
+
+
+def tflops(problem: GemmProblem, ms: float) -> float:
+    return problem.flops / (ms * 1e-3) / 1e12
+
+
+def summarize(times_ms: list) -> dict:
+    """Median, min, max and spread of per-launch times (ms)."""
+    s = sorted(times_ms)
+    med = statistics.median(s)
+    return {
+        "median": med,
+        "min": s[0],
+        "max": s[-1],
+        "p10": s[int(0.1 * (len(s) - 1))],
+        "p90": s[int(0.9 * (len(s) - 1))],
+        "n": len(s),
+    }
+
+
+def time_each(fn: Callable, repeats: int) -> list:
+    """Per-launch times in ms, each launch between its own pair of CUDA events."""
+    import torch
+
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def time_block(fn: Callable, launches: int) -> float:
+    """Mean ms per launch over a block of back-to-back launches (the seed's protocol)."""
+    import torch
+
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(launches):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / launches
+
+
+def compare(providers: dict, warmup: int = 10, repeats: int = 100, rounds: int = 5) -> dict:
+    """Time several providers interleaved in one process: {name: {'each': [...], 'seed_mean': ms}}."""
+    import torch
+
+    for fn in providers.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    out = {name: {"each": [], "seed_mean": None} for name in providers}
+    for name, fn in providers.items():  # the seed's protocol: 10 warm-up (done), 100 launches, mean
+        out[name]["seed_mean"] = time_block(fn, 100)
+    for _ in range(rounds):
+        for name, fn in providers.items():
+            out[name]["each"] += time_each(fn, repeats)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# provenance
+# ---------------------------------------------------------------------------------------------
+
+
+def _nvidia_smi(query: str) -> Optional[list]:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True, text=True, timeout=10,
+        )
+        return [v.strip() for v in out.stdout.strip().split(",")] if out.returncode == 0 else None
+    except Exception:
+        return None
+
+
+def clocks() -> Optional[dict]:
+    vals = _nvidia_smi("clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu")
+    if not vals or len(vals) < 5:
+        return None
+    keys = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temperature_c")
+    res = {}
+    for k, v in zip(keys, vals):
+        try:
+            res[k] = float(v)
+        except ValueError:
+            res[k] = None
+    return res
+
+
+def environment() -> dict:
+    import torch
+
+    env = {
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+    }
+    try:
+        import cutlass
+
+        env["cutlass_dsl"] = cutlass.__version__
+    except Exception:
+        env["cutlass_dsl"] = None
+    drv = _nvidia_smi("driver_version")
+    env["driver"] = drv[0] if drv else None
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        env["sm_count"] = p.multi_processor_count
+        env["capability"] = f"{p.major}.{p.minor}"
+    return env
+
+
+def gpu_slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
+
+
+# ---------------------------------------------------------------------------------------------
+# benchmarks
+# ---------------------------------------------------------------------------------------------
+
+
+def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeats: int = 100, rounds: int = 5,
+               seed: int = 0, command: str = "", env: Optional[dict] = None) -> dict:
+    """Check, then time ``step`` and cuBLAS interleaved on ``problem``; return a record."""
+    import torch
+
+    from . import run
+
+    step = ladder.get(step)
+    config = step.default if config is None else config
+    a, b, c = make_inputs(problem, "cuda", seed)
+    launch = run.prepare(step, a, b, c, config)
+    launch()  # JIT and first launch outside the timing
+    torch.cuda.synchronize()
+    err = relative_error(c, reference(a, b))
+    c_ref = torch.empty_like(c)
+
+    def cublas():
+        torch.mm(a, b.t(), out=c_ref)
+
+    clocks_before = clocks()
+    timed = compare({"step": launch, "cublas": cublas}, warmup, repeats, rounds)
+    clocks_after = clocks()
+    ours, theirs = summarize(timed["step"]["each"]), summarize(timed["cublas"]["each"])
+
+    def as_tflops(summary, seed_mean):
+        return {
+            "median": tflops(problem, summary["median"]),
+            "min": tflops(problem, summary["max"]),
+            "max": tflops(problem, summary["min"]),
+            "p10": tflops(problem, summary["p90"]),
+            "p90": tflops(problem, summary["p10"]),
+            "seed_mean": tflops(problem, seed_mean),
+        }
+
+    return {
+        "schema": SCHEMA,
+        "kind": "bench",
+        "step": step.key,
+        "title": step.title,
+        "config": dataclasses.asdict(config),
+        "shape": {"m": problem.m, "n": problem.n, "k": problem.k},
+        **(env or environment()),
+        "clocks_before": clocks_before,
+        "clocks_after": clocks_after,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "protocol": {
+            "warmup": warmup, "repeats": repeats, "rounds": rounds, "timing": "CUDA events per launch, "
+            "step and cuBLAS interleaved by round; seed_mean = mean of 100 back-to-back launches",
+            "inputs": "torch.randn bf16 (fresh, seeded)", "cublas": "torch.mm(a, b.t(), out=c)",
+        },
+        "time_ms": ours,
+        "cublas_time_ms": theirs,
+        "tflops": as_tflops(ours, timed["step"]["seed_mean"]),
+        "cublas_tflops": as_tflops(theirs, timed["cublas"]["seed_mean"]),
+        "ratio_to_cublas": theirs["median"] / ours["median"],
+        "rel_error": err,
+        "command": command,
+    }
+
+
+def write_records(records: list, tag: str, out_dir: Optional[str] = None) -> str:
+    """Write one JSON file of records under ``results/<gpu-slug>/``; return its path."""
+    if not records:
+        raise ValueError("no records to write")
+    gpu = records[0].get("gpu") or "unknown-gpu"
+    folder = out_dir or os.path.join(RESULTS_DIR, gpu_slug(gpu))
+    os.makedirs(folder, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = os.path.join(folder, f"{stamp}_{tag}.json")
+    with open(path, "w") as f:
+        json.dump({"schema": SCHEMA, "records": records}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return path
+
+
+def load_records(results_dir: Optional[str] = None, kind: Optional[str] = "bench") -> list:
+    """Every record under ``results/`` (oldest first), each with its file in ``'_file'``."""
+    results_dir = results_dir or RESULTS_DIR
+    out = []
+    for path in sorted(glob.glob(os.path.join(results_dir, "**", "*.json"), recursive=True)):
+        with open(path) as f:
+            doc = json.load(f)
+        for rec in doc.get("records", []):
+            if kind is None or rec.get("kind") == kind:
+                rec = dict(rec, _file=os.path.relpath(path, os.path.dirname(results_dir)))
+                out.append(rec)
+    out.sort(key=lambda r: r.get("date", ""))
+    return out
+
+
+def latest(records: Iterable[dict], step: str, m: int, n: int, k: int, gpu: Optional[str] = None,
+           config: Optional[dict] = None) -> Optional[dict]:
+    """The newest record of ``step`` at ``m x n x k`` (default config unless ``config`` given)."""
+    best = None
+    default = dataclasses.asdict(ladder.get(step).default) if config is None else config
+    for r in records:
+        if r["step"] != step or (r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) != (m, n, k):
+            continue
+        if gpu and r.get("gpu") != gpu:
+            continue
+        if r.get("config") != default:
+            continue
+        if best is None or r["date"] >= best["date"]:
+            best = r
+    return best
+
+
+def provenance(record: dict) -> str:
+    """One line for a caption: where and when a number was measured."""
+    date = record.get("date", "")[:10]
+    return (
+        f"measured on {record.get('gpu')}, {date}, driver {record.get('driver')}, CUDA {record.get('cuda')}, "
+        f"torch {record.get('torch')} (cuBLAS), cutlass-dsl {record.get('cutlass_dsl')}; "
+        f"median of {record['protocol']['rounds'] * record['protocol']['repeats']} launches ({record.get('_file', '')})"
+    )

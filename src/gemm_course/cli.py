@@ -1,0 +1,216 @@
+"""``gemm-course`` / ``python -m gemm_course``: doctor, list, inspect, check, bench."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+import time
+
+from . import arch, ladder
+
+
+def _parse_config(step, items):
+    """``tile_n=128 stages=4`` -> the step's Config with those fields changed."""
+    changes = {}
+    fields = {f.name: f for f in dataclasses.fields(step.default)}
+    for item in items or []:
+        name, _, value = item.partition("=")
+        if name not in fields:
+            raise SystemExit(f"{step.key} has no config field {name!r}; fields: {', '.join(fields)}")
+        default = getattr(step.default, name)
+        if isinstance(default, tuple):
+            changes[name] = tuple(int(v) for v in value.replace("x", ",").split(","))
+        elif isinstance(default, bool):
+            changes[name] = value.lower() in ("1", "true", "yes")
+        elif isinstance(default, int):
+            changes[name] = int(value)
+        else:
+            changes[name] = value
+    config = step.config(**changes)
+    ok, why = step.check_config(config)
+    if not ok:
+        raise SystemExit(f"invalid config for {step.key}: {why}")
+    return config
+
+
+def _shapes(texts):
+    from .problem import GemmProblem
+
+    out = []
+    for t in texts:
+        for part in t.split():
+            p = GemmProblem.parse(part)
+            out.append((p.m, p.n, p.k))
+    return out
+
+
+def cmd_doctor(args):
+    import platform
+
+    m = arch.machine()
+    print(f"python      {platform.python_version()}")
+    for mod in ("cutlass", "torch", "numpy", "matplotlib", "ipywidgets"):
+        try:
+            version = __import__(mod).__version__
+        except Exception as e:  # report, don't fail: doctor is for diagnosing
+            version = f"missing ({type(e).__name__})"
+        print(f"{mod:<11} {version}")
+    from . import inspect as insp
+
+    for t in ("nvdisasm", "cuobjdump"):
+        try:
+            print(f"{t:<11} {insp.tool(t)}")
+        except FileNotFoundError as e:
+            print(f"{t:<11} MISSING: {e}")
+    print(f"machine     {m.describe()}")
+    print()
+    print(f"{'step':<9} {'title':<58} {'here'}")
+    for s in ladder.steps():
+        if m.target and (s.any_shape or s.target == m.target):
+            where = "compile + run"
+        else:
+            where = f"compile only ({s.target})"
+        print(f"{s.key:<9} {s.title[:58]:<58} {where}")
+    return 0
+
+
+def cmd_list(args):
+    for s in ladder.steps(args.arch):
+        print(f"{s.key:<9} {s.title}")
+        print(f"{'':<9} adds:   {s.adds}")
+        print(f"{'':<9} shapes: {s.shapes}")
+        print(f"{'':<9} config: {s.default}")
+    return 0
+
+
+def cmd_inspect(args):
+    from . import inspect as insp
+
+    step = ladder.get(args.step)
+    config = _parse_config(step, args.config)
+    targets = [args.arch] if args.arch else [step.target] if not step.any_shape else ["sm_100a", "sm_90a"]
+    for target in targets:
+        art = arch.compile_step(step, config, target)
+        rep = insp.report(art)
+        print(rep)
+        print(f"  compiled in {art.seconds:.2f} s; kernels: {', '.join(n[:60] + '...' for n in art.kernel_names)}")
+        if args.sass:
+            print(insp.sass(art.cubin))
+        if args.ptx:
+            print(art.ptx)
+        print()
+    return 0
+
+
+def cmd_check(args):
+    from . import run
+
+    step = ladder.get(args.step)
+    config = _parse_config(step, args.config)
+    shapes = _shapes(args.shapes) if args.shapes else run.shapes_for(step, config, count=args.count)
+    results = run.check(step, shapes, config, seed=args.seed)
+    for r in results:
+        print(r)
+    bad = [r for r in results if not r.ok]
+    print(f"{len(results) - len(bad)} passed, {len(bad)} failed")
+    return 1 if bad else 0
+
+
+def cmd_bench(args):
+    from . import bench
+    from .problem import GemmProblem
+
+    steps = [ladder.get(s) for s in args.steps]
+    shapes = _shapes(args.shapes)
+    command = "gemm-course " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    env = bench.environment()
+    records = []
+    jobs = [(s, sh) for s in steps for sh in shapes]
+    t0 = time.time()
+    for i, (step, shape) in enumerate(jobs, 1):
+        config = _parse_config(step, args.config) if args.config else step.default
+        problem = GemmProblem(*shape)
+        ok, why = step.can_implement(problem, config)
+        if not ok:
+            print(f"[{i}/{len(jobs)}] {step.key} {problem.label}: skipped ({why})", file=sys.stderr)
+            continue
+        rec = bench.bench_step(step, problem, config, args.warmup, args.repeats, args.rounds, command=command, env=env)
+        records.append(rec)
+        print(
+            f"[{i}/{len(jobs)}] {step.key:<8} {problem.label:<18} {rec['tflops']['median']:7.1f} TFLOP/s  "
+            f"cuBLAS {rec['cublas_tflops']['median']:7.1f}  ratio {rec['ratio_to_cublas']:.3f}  "
+            f"err {rec['rel_error']:.1e}  ({time.time() - t0:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    if not records:
+        print("nothing measured")
+        return 1
+    if not args.no_write:
+        path = bench.write_records(records, args.tag or "bench", args.out)
+        print(f"wrote {len(records)} records to {path}")
+    print()
+    print(f"{'step':<8} {'shape':<18} {'TFLOP/s':>8} {'cuBLAS':>8} {'ratio':>6} {'seed-protocol':>13} {'rel.err':>8}")
+    for r in records:
+        s = r["shape"]
+        print(
+            f"{r['step']:<8} {s['m']}x{s['n']}x{s['k']:<8} {r['tflops']['median']:8.1f} {r['cublas_tflops']['median']:8.1f} "
+            f"{r['ratio_to_cublas']:6.3f} {r['tflops']['seed_mean']:13.1f} {r['rel_error']:8.1e}"
+        )
+    return 0
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="gemm-course", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("doctor", help="machine, versions, and which steps run or only compile here")
+    d.set_defaults(fn=cmd_doctor)
+
+    ls = sub.add_parser("list", help="the ladder")
+    ls.add_argument("--arch", choices=["sm90", "sm100"])
+    ls.set_defaults(fn=cmd_list)
+
+    i = sub.add_parser("inspect", help="compile a step (no GPU needed) and show resources and instruction mix")
+    i.add_argument("step", help="e.g. sm90/3, sm100/2, or 3 (Hopper)")
+    i.add_argument("--arch", help="sm_100a or sm_90a (default: the step's own)")
+    i.add_argument("--config", nargs="*", metavar="FIELD=VALUE")
+    i.add_argument("--sass", action="store_true", help="print the SASS listing")
+    i.add_argument("--ptx", action="store_true", help="print the PTX")
+    i.set_defaults(fn=cmd_inspect)
+
+    c = sub.add_parser("check", help="GPU: correctness on random shapes with poisoned outputs")
+    c.add_argument("step")
+    c.add_argument("--shapes", nargs="*", help="e.g. 4096 8192x4096x14336 (default: random shapes the step claims)")
+    c.add_argument("--count", type=int, default=8)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--config", nargs="*", metavar="FIELD=VALUE")
+    c.set_defaults(fn=cmd_check)
+
+    b = sub.add_parser("bench", help="GPU: time steps against cuBLAS (interleaved) and write records")
+    b.add_argument("steps", nargs="+")
+    b.add_argument("--shapes", nargs="+", default=["4096", "8192"])
+    b.add_argument("--config", nargs="*", metavar="FIELD=VALUE")
+    b.add_argument("--warmup", type=int, default=10)
+    b.add_argument("--repeats", type=int, default=100)
+    b.add_argument("--rounds", type=int, default=5)
+    b.add_argument("--out", help="folder for the record file (default results/<gpu>/)")
+    b.add_argument("--tag", help="name part of the record file")
+    b.add_argument("--no-write", action="store_true")
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

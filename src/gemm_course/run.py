@@ -1,0 +1,135 @@
+"""Run a ladder step on real tensors (GPU only): validate, compile once, launch, check.
+
+    from gemm_course import run
+    c = run.gemm("sm90/3", a, b)                 # C = A @ B.T, bf16
+    run.check("sm90/3", shapes=[(4096, 4096, 4096), (128, 256, 72)])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from . import arch, ladder
+from .problem import GemmInputError, GemmProblem, make_inputs, reference, relative_error, validate
+
+TOLERANCE = 1e-2  # relative Frobenius error vs float32; bf16 output rounding alone gives ~3e-3
+
+
+def _require_gpu_for(step) -> str:
+    m = arch.machine()
+    if not m.has_gpu:
+        raise GemmInputError(
+            f"{step.key} needs a GPU to run and none is visible here. You can still compile it and read "
+            f"its PTX/SASS: gemm-course inspect {step.key}"
+        )
+    if step.any_shape:
+        return m.target or "sm_90a"
+    if m.target != step.target:
+        other = ladder.ladder.get(arch.TARGET_ARCH.get(m.target, ""), {}).get(step.number)
+        hint = f"use {other.key} on this GPU" if other else "this GPU has no tensor-core twin of this step"
+        raise GemmInputError(
+            f"{step.key} is built for {step.target} ({arch.TARGETS[step.target]}), but this GPU is "
+            f"{m.gpu_name} ({m.target or 'compute capability ' + '.'.join(map(str, m.capability))}): {hint}."
+        )
+    return m.target
+
+
+@dataclasses.dataclass
+class Launcher:
+    """A compiled step bound to one set of operands: calling it launches the kernel once."""
+
+    step: ladder.Step
+    config: object
+    problem: GemmProblem
+    artifacts: arch.Artifacts
+    operands: tuple  # CuTe views of (A, B, C)
+    stream: object
+
+    def __call__(self):
+        self.artifacts.compiled(*self.operands, self.stream)
+
+
+def prepare(step, a, b, c, config=None) -> Launcher:
+    """Validate (before any launch), compile for this GPU (cached) and bind the operands."""
+    import torch
+    from cuda.bindings import driver as cuda
+
+    step = ladder.get(step)
+    config = step.default if config is None else config
+    target = _require_gpu_for(step)
+    problem = validate(a, b, c, need_tma=not step.any_shape)
+    ok, why = step.can_implement(problem, config)
+    if not ok:
+        raise GemmInputError(f"{step.key} cannot compute {problem.label}: {why}")
+    wrap = arch.runtime_operands_any if step.any_shape else arch.runtime_operands
+    operands = wrap(a, b, c)
+    art = arch.compile_step(step, config, target, shape_class="runtime", operands=operands)
+    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    return Launcher(step, config, problem, art, operands, stream)
+
+
+def gemm(step, a, b, c=None, config=None):
+    """``C = A @ B.T`` with a ladder step; allocates C if not given. Returns C."""
+    import torch
+
+    if c is None and hasattr(a, "shape") and hasattr(b, "shape") and a.dim() == 2 and b.dim() == 2:
+        c = torch.empty(a.shape[0], b.shape[0], dtype=torch.bfloat16, device=a.device)
+    launch = prepare(step, a, b, c, config)
+    launch()
+    return c
+
+
+@dataclasses.dataclass
+class CheckResult:
+    step: str
+    shape: tuple
+    rel_error: float
+    ok: bool
+
+    def __str__(self):
+        m, n, k = self.shape
+        return f"{self.step} {m}x{n}x{k}: rel. error {self.rel_error:.2e} {'ok' if self.ok else 'FAIL'}"
+
+
+def check(step, shapes, config=None, seed: Optional[int] = None, tolerance: float = TOLERANCE) -> list:
+    """Fresh random inputs, a NaN-poisoned output, and the float32 reference for each shape."""
+    import torch
+
+    step = ladder.get(step)
+    results = []
+    for i, shape in enumerate(shapes):
+        problem = GemmProblem(*shape)
+        a, b, c = make_inputs(problem, "cuda", None if seed is None else seed + i)
+        prepare(step, a, b, c, config)()
+        torch.cuda.synchronize()
+        err = relative_error(c, reference(a, b))
+        results.append(CheckResult(step.key, tuple(shape), err, err < tolerance))
+    return results
+
+
+def shapes_for(step, config=None, count: int = 6, seed: int = 0) -> list:
+    """Random shapes of every class ``step`` claims to handle (always including ragged ones it accepts)."""
+    import random
+
+    step = ladder.get(step)
+    config = step.default if config is None else config
+    rng = random.Random(seed)
+    candidates = [(256, 256, 64), (512, 768, 1000), (1024, 512, 72), (64 * 3, 256 * 2, 8), (1000, 1000, 1000)]
+    candidates += [(rng.randrange(1, 40) * 8, rng.randrange(1, 40) * 8, rng.randrange(1, 200) * 8) for _ in range(count)]
+    if step.any_shape:
+        candidates += [(1, 1, 1), (33, 17, 5), (129, 255, 3)]
+    out = []
+    for shape in candidates:
+        if step.can_implement(GemmProblem(*shape), config)[0]:
+            out.append(shape)
+    # shapes the step cannot take are made to fit (rounded up to its tile) so every step gets many shapes
+    for m, n, k in candidates:
+        if len(out) >= count + 4:
+            break
+        for tm, tn in ((64, 256), (128, 256), (128, 128)):
+            s = (-(-m // tm) * tm, -(-n // tn) * tn, k)
+            if s not in out and step.can_implement(GemmProblem(*s), config)[0]:
+                out.append(s)
+                break
+    return out

@@ -1,0 +1,215 @@
+"""Tile orders: in which order the CTAs of a GEMM visit the output tiles.
+
+Taught in chapters 9 (grouped raster, the "thread-block swizzle") and 10 (the Gilbert curve).
+The grid of output tiles is ``tiles_m x tiles_n``; tile ``(m, n)`` needs row panel ``m`` of A
+and column panel ``n`` of B. The tiles that run at the same time (a *wave*, one per SM) share
+the L2 cache, so an order that keeps a wave's tiles in a compact block reads fewer distinct
+panels from DRAM (:func:`gemm_course.sim.l2_traffic` counts them).
+
+Orders, each a list of ``(tile_m, tile_n)`` in visit order (:func:`order`):
+
+``row``      row raster: all of row 0, then row 1, ... (what ``blockIdx.x = n`` launches give)
+``column``   column raster: all of column 0, then column 1, ...
+``grouped``  grouped raster: bands of ``group`` tile rows, each band walked column by column
+             (Triton's ``GROUP_SIZE_M``); the last band may be narrower.
+``gilbert``  a generalized Hilbert curve over the rectangle: every step moves to an adjacent tile.
+
+Inside a kernel each CTA (or each iteration of a persistent loop) needs the i-th tile of an
+order as integer arithmetic. :func:`tile_at` gives that: closed-form index math for the rasters
+(:func:`grouped_tile` is written so that ``cutlass.min`` can be passed in for ``min``), and for
+Gilbert a lookup in :func:`gilbert_table`, one packed int32 per tile that the chapter 10 kernel
+reads from a small global-memory table (4 bytes per tile: 4 KiB for a 32 x 32 grid).
+
+The Gilbert curve follows Jakub Červený's "gilbert" generalized Hilbert curve
+(https://github.com/jakubcerveny/gilbert, BSD-2-Clause, 2018), implemented here from its
+published description.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence, Tuple
+
+Tile = Tuple[int, int]
+ORDERS = ("row", "column", "grouped", "gilbert")
+
+
+def _check_grid(tiles_m: int, tiles_n: int) -> None:
+    if tiles_m < 1 or tiles_n < 1:
+        raise ValueError(f"the tile grid must be at least 1 x 1, got {tiles_m} x {tiles_n}")
+
+
+# ---------------------------------------------------------------------------------------------
+# rasters: closed-form index math
+# ---------------------------------------------------------------------------------------------
+
+
+def row_tile(i, tiles_m, tiles_n) -> Tile:
+    return i // tiles_n, i % tiles_n
+
+
+def column_tile(i, tiles_m, tiles_n) -> Tile:
+    return i % tiles_m, i // tiles_m
+
+
+def grouped_tile(i, tiles_m, tiles_n, group, minimum: Callable = min) -> Tile:
+    """The i-th tile of the grouped raster; only integer ops, so it also traces in a kernel.
+
+    ``minimum``: Python's ``min`` here, ``cutlass.min`` inside a CuTeDSL kernel.
+    """
+    per_band = group * tiles_n  # tiles in a full band of `group` tile rows
+    band = i // per_band
+    first_m = band * group
+    rows = minimum(tiles_m - first_m, group)  # the last band holds what is left
+    local = i - band * per_band
+    return first_m + local % rows, local // rows
+
+
+def row_raster(tiles_m: int, tiles_n: int) -> List[Tile]:
+    _check_grid(tiles_m, tiles_n)
+    return [row_tile(i, tiles_m, tiles_n) for i in range(tiles_m * tiles_n)]
+
+
+def column_raster(tiles_m: int, tiles_n: int) -> List[Tile]:
+    _check_grid(tiles_m, tiles_n)
+    return [column_tile(i, tiles_m, tiles_n) for i in range(tiles_m * tiles_n)]
+
+
+def grouped_raster(tiles_m: int, tiles_n: int, group: int = 8) -> List[Tile]:
+    """``group`` >= ``tiles_m`` is the column raster; ``group`` = 1 is the row raster."""
+    _check_grid(tiles_m, tiles_n)
+    if group < 1:
+        raise ValueError(f"group must be >= 1, got {group}")
+    return [grouped_tile(i, tiles_m, tiles_n, group) for i in range(tiles_m * tiles_n)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Gilbert: a generalized Hilbert curve for any rectangle
+# ---------------------------------------------------------------------------------------------
+
+
+def _sign(v: int) -> int:
+    return (v > 0) - (v < 0)
+
+
+def _gilbert_fill(out: list, x: int, y: int, ax: int, ay: int, bx: int, by: int) -> None:
+    """Cover the rectangle spanned from (x, y) by the major vector a and the minor vector b.
+
+    The path starts at (x, y) and ends at the far end of a (one cell in from it). Each call
+    splits the rectangle: a long one (2w > 3h) into two halves along a; otherwise into three
+    parts, up the first half of b, along the whole of a, and back down; halves are nudged to
+    even lengths so the pieces join with unit steps wherever the sides allow it.
+    """
+    w, h = abs(ax + ay), abs(bx + by)
+    dax, day = _sign(ax), _sign(ay)  # unit step along the major axis
+    dbx, dby = _sign(bx), _sign(by)  # unit step along the minor axis
+
+    if h == 1:  # a single line along a
+        out.extend((x + t * dax, y + t * day) for t in range(w))
+        return
+    if w == 1:  # a single line along b
+        out.extend((x + t * dbx, y + t * dby) for t in range(h))
+        return
+
+    ax2, ay2 = ax // 2, ay // 2
+    bx2, by2 = bx // 2, by // 2
+    w2, h2 = abs(ax2 + ay2), abs(bx2 + by2)
+
+    if 2 * w > 3 * h:
+        if w2 % 2 and w > 2:
+            ax2, ay2 = ax2 + dax, ay2 + day
+        _gilbert_fill(out, x, y, ax2, ay2, bx, by)
+        _gilbert_fill(out, x + ax2, y + ay2, ax - ax2, ay - ay2, bx, by)
+    else:
+        if h2 % 2 and h > 2:
+            bx2, by2 = bx2 + dbx, by2 + dby
+        _gilbert_fill(out, x, y, bx2, by2, ax2, ay2)
+        _gilbert_fill(out, x + bx2, y + by2, ax, ay, bx - bx2, by - by2)
+        _gilbert_fill(
+            out,
+            x + (ax - dax) + (bx2 - dbx),
+            y + (ay - day) + (by2 - dby),
+            -bx2,
+            -by2,
+            -(ax - ax2),
+            -(ay - ay2),
+        )
+
+
+def gilbert(tiles_m: int, tiles_n: int) -> List[Tile]:
+    """Gilbert order: starts at tile (0, 0), runs along the longer side, ends at its far corner."""
+    _check_grid(tiles_m, tiles_n)
+    path: list = []
+    if tiles_n >= tiles_m:  # x = n is the major axis
+        _gilbert_fill(path, 0, 0, tiles_n, 0, 0, tiles_m)
+    else:
+        _gilbert_fill(path, 0, 0, 0, tiles_m, tiles_n, 0)
+    return [(y, x) for x, y in path]
+
+
+def gilbert_has_diagonal(tiles_m: int, tiles_n: int) -> bool:
+    """Whether the Gilbert order of this grid takes one diagonal step (and exactly one).
+
+    Measured over every grid up to 128 x 128 (tests/test_tile_order.py) and explained by
+    parity: a path of unit steps that starts and ends on the same long side must end on a
+    cell of the colour opposite to its start when the cell count is even. That happens when the
+    longer side is odd and the shorter side even (and the short side is at least 2, so the curve
+    folds); ``2 w > 3 h`` splits first and, for w > 2 h... still reaches an odd-by-even block.
+    """
+    long_side, short_side = max(tiles_m, tiles_n), min(tiles_m, tiles_n)
+    return long_side % 2 == 1 and short_side % 2 == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# one entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def order(kind: str, tiles_m: int, tiles_n: int, group: int = 8) -> List[Tile]:
+    """All tiles of a ``tiles_m x tiles_n`` grid in the visit order ``kind`` (see :data:`ORDERS`)."""
+    if kind == "row":
+        return row_raster(tiles_m, tiles_n)
+    if kind == "column":
+        return column_raster(tiles_m, tiles_n)
+    if kind == "grouped":
+        return grouped_raster(tiles_m, tiles_n, group)
+    if kind == "gilbert":
+        return gilbert(tiles_m, tiles_n)
+    raise ValueError(f"unknown tile order {kind!r}: choose one of {', '.join(ORDERS)}")
+
+
+def gilbert_table(tiles_m: int, tiles_n: int) -> List[int]:
+    """The Gilbert order packed one int per tile, ``m * tiles_n + n``, for a global-memory table."""
+    return [m * tiles_n + n for m, n in gilbert(tiles_m, tiles_n)]
+
+
+def tile_at(
+    kind: str,
+    i,
+    tiles_m,
+    tiles_n,
+    group: int = 8,
+    table: Optional[Sequence] = None,
+    minimum: Callable = min,
+) -> Tile:
+    """The i-th tile of order ``kind``, computed the way a kernel computes it.
+
+    Rasters are pure index math. Gilbert reads ``table`` (:func:`gilbert_table`, built on the
+    host; a kernel indexes the same table in global memory) and unpacks it with one divide.
+    """
+    if kind == "row":
+        return row_tile(i, tiles_m, tiles_n)
+    if kind == "column":
+        return column_tile(i, tiles_m, tiles_n)
+    if kind == "grouped":
+        return grouped_tile(i, tiles_m, tiles_n, group, minimum)
+    if kind == "gilbert":
+        if table is None:
+            table = gilbert_table(tiles_m, tiles_n)
+        packed = table[i]
+        return packed // tiles_n, packed % tiles_n
+    raise ValueError(f"unknown tile order {kind!r}: choose one of {', '.join(ORDERS)}")
+
+
+def steps(path: Sequence[Tile]) -> List[Tile]:
+    """(|dm|, |dn|) of every move along a path, for checking adjacency."""
+    return [(abs(m1 - m0), abs(n1 - n0)) for (m0, n0), (m1, n1) in zip(path, path[1:])]

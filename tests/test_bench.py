@@ -1,0 +1,62 @@
+"""Protocol arithmetic and records (no GPU needed)."""
+
+import json
+
+import pytest
+
+from gemm_course import bench
+from gemm_course.problem import GemmProblem
+
+
+def test_tflops():
+    p = GemmProblem.square(4096)
+    assert bench.tflops(p, 1.0) == pytest.approx(2 * 4096**3 / 1e-3 / 1e12)
+
+
+def test_summarize_median_and_spread():
+    s = bench.summarize([3.0, 1.0, 2.0, 10.0, 2.5])
+    assert s["median"] == 2.5 and s["min"] == 1.0 and s["max"] == 10.0 and s["n"] == 5
+
+
+def _record(step="sm90/3", m=4096, tf=300.0, date="2026-11-29T10:00:00+00:00", cfg=None):
+    from gemm_course import ladder
+    import dataclasses
+
+    return {
+        "kind": "bench", "step": step, "shape": {"m": m, "n": m, "k": m}, "gpu": "NVIDIA H200",
+        "config": cfg or dataclasses.asdict(ladder.get(step).default), "date": date,
+        "tflops": {"median": tf}, "cublas_tflops": {"median": 700.0}, "driver": "x", "cuda": "13.0",
+        "torch": "2.11", "cutlass_dsl": "4.8.1", "protocol": {"rounds": 5, "repeats": 100},
+    }
+
+
+def test_records_round_trip_and_latest(tmp_path):
+    old, new = _record(tf=100.0), _record(tf=200.0, date="2026-11-30T10:00:00+00:00")
+    path = bench.write_records([old, new, _record(step="sm90/2")], "t", out_dir=str(tmp_path / "nvidia-h200"))
+    with open(path) as f:
+        assert len(json.load(f)["records"]) == 3
+    recs = bench.load_records(str(tmp_path))
+    assert len(recs) == 3
+    best = bench.latest(recs, "sm90/3", 4096, 4096, 4096)
+    assert best["tflops"]["median"] == 200.0
+    assert bench.latest(recs, "sm90/3", 8192, 8192, 8192) is None
+    assert "NVIDIA H200" in bench.provenance(best) and "2026-11-30" in bench.provenance(best)
+
+
+def test_latest_ignores_other_configs(tmp_path):
+    r = _record(cfg={"tile_m": 64, "tile_n": 128, "tile_k": 64})
+    bench.write_records([r], "t", out_dir=str(tmp_path / "g"))
+    assert bench.latest(bench.load_records(str(tmp_path)), "sm90/3", 4096, 4096, 4096) is None
+
+
+def test_write_refuses_empty():
+    with pytest.raises(ValueError):
+        bench.write_records([], "t")
+
+
+def test_committed_records_have_provenance():
+    for r in bench.load_records():
+        for key in ("gpu", "driver", "cuda", "torch", "cutlass_dsl", "date", "shape", "config", "protocol"):
+            assert r.get(key) is not None, f"{r['_file']} lacks {key}"
+        assert r["rel_error"] < 1e-2
+        assert r["cublas_tflops"]["median"] > 0 and r["tflops"]["median"] > 0

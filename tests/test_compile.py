@@ -1,0 +1,59 @@
+"""Every registered step compiles on this (GPU-less) machine for its architecture, and its
+PTX/SASS contain the instructions the step is about."""
+
+import pytest
+
+from gemm_course import arch, inspect, ladder
+
+CASES = [(s, t) for s in ladder.steps() for t in ((("sm_90a", "sm_100a") if s.any_shape else (s.target,)))]
+CASES = [(s, t) for s, t in CASES if not (s.any_shape and s.arch != arch.TARGET_ARCH[t])]
+
+
+@pytest.mark.parametrize("step,target", CASES, ids=[f"{s.key}@{t}" for s, t in CASES])
+def test_step_compiles_with_its_instructions(step, target):
+    art = arch.compile_step(step, target=target)
+    assert f".target {target}" in art.ptx
+    for marker in step.ptx_markers:
+        assert marker in art.ptx, f"{step.key}: PTX lacks {marker!r}"
+    rep = inspect.report(art)
+    for cls in step.instructions:
+        assert rep.mix.get(cls, 0) > 0, f"{step.key} on {target}: no {cls!r} instruction in SASS: {dict(rep.mix)}"
+    assert not rep.resources.spills, f"{step.key} spills: {rep.resources}"
+
+
+def test_tensor_core_steps_use_tensor_cores_and_naive_does_not():
+    naive = inspect.report(arch.compile_step(ladder.get("sm90/1"), target="sm_90a"))
+    assert naive.mix.get("tensor-core MMA", 0) == 0
+    step2 = arch.compile_step(ladder.get("sm90/2"), target="sm_90a")
+    assert inspect.ptx_count(step2.ptx, "wgmma.mma_async") == 4  # BK=64 -> four k16 wgmma per K tile
+
+
+def test_swizzle_needs_fewer_tma_copies():
+    """Step 2's interleaved layout can only be written 16 bytes of a row at a time; 128-byte rows in step 3."""
+    n2 = inspect.ptx_count(arch.compile_step(ladder.get("sm90/2"), target="sm_90a").ptx, "cp.async.bulk.tensor")
+    n3 = inspect.ptx_count(arch.compile_step(ladder.get("sm90/3"), target="sm_90a").ptx, "cp.async.bulk.tensor")
+    assert n3 < n2
+
+
+def test_compile_cache_returns_the_same_artifacts():
+    step = ladder.get("sm90/3")
+    assert arch.compile_step(step, target="sm_90a") is arch.compile_step(step, target="sm_90a")
+
+
+def test_static_shape_class_compiles():
+    art = arch.compile_step(ladder.get("sm90/3"), target="sm_90a", shape_class="512x512x256")
+    assert "wgmma" in art.ptx
+
+
+def test_unknown_target_is_refused():
+    with pytest.raises(ValueError, match="unknown target"):
+        arch.compile_step(ladder.get("sm90/2"), target="sm_80")
+
+
+def test_sass_classes_are_readable():
+    assert inspect.classify("HGMMA.64x256x16.F32.BF16") == "tensor-core MMA"
+    assert inspect.classify("UTCHMMA") == "tensor-core MMA"
+    assert inspect.classify("UTMALDG.2D") == "TMA copy"
+    assert inspect.classify("LDTM.16dp256bit.x8") == "tensor memory"
+    assert inspect.classify("SYNCS.EXCH.64") == "barrier/sync"
+    assert inspect.classify("STG.E") == "global load/store"

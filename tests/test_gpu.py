@@ -1,0 +1,59 @@
+"""GPU tests (marked `gpu`; skipped without a GPU): correctness of every runnable step on many
+random shapes with poisoned outputs, refusal of what a step cannot take, and a bench record."""
+
+import pytest
+
+from gemm_course import arch, ladder, run
+
+pytestmark = pytest.mark.gpu
+
+
+def _runnable():
+    target = arch.machine().target
+    return [s for s in ladder.steps() if (s.target == target and not s.any_shape) or (s.any_shape and s.arch == arch.TARGET_ARCH.get(target))]
+
+
+@pytest.mark.parametrize("step", _runnable() if arch.machine().target else [], ids=lambda s: s.key)
+def test_step_is_correct_on_random_shapes(step):
+    shapes = run.shapes_for(step, count=6, seed=step.number)
+    if step.any_shape:
+        shapes = [s for s in shapes if s[0] * s[1] * s[2] <= 2**31]
+    results = run.check(step, shapes, seed=1234)
+    bad = [str(r) for r in results if not r.ok]
+    assert not bad, bad
+    assert len(results) >= 6
+
+
+def test_refuses_shape_before_launch():
+    import torch
+
+    from gemm_course.problem import GemmInputError
+
+    a = torch.randn(100, 64, device="cuda").to(torch.bfloat16)
+    b = torch.randn(256, 64, device="cuda").to(torch.bfloat16)
+    with pytest.raises(GemmInputError, match="step 4"):
+        run.gemm("sm90/2" if arch.machine().target == "sm_90a" else "sm100/2", a, b)
+
+
+def test_refuses_other_architecture():
+    import torch
+
+    from gemm_course.problem import GemmInputError
+
+    other = "sm100/2" if arch.machine().target == "sm_90a" else "sm90/2"
+    a = torch.randn(128, 64, device="cuda").to(torch.bfloat16)
+    b = torch.randn(256, 64, device="cuda").to(torch.bfloat16)
+    with pytest.raises(GemmInputError, match="built for"):
+        run.gemm(other, a, b)
+
+
+def test_bench_record_has_same_run_cublas(tmp_path):
+    from gemm_course import bench
+    from gemm_course.problem import GemmProblem
+
+    step = [s for s in _runnable() if not s.any_shape][-1]
+    rec = bench.bench_step(step, GemmProblem.square(2048), repeats=10, rounds=2, command="pytest")
+    assert rec["rel_error"] < 1e-2
+    assert rec["cublas_tflops"]["median"] > 50 and rec["tflops"]["median"] > 1
+    path = bench.write_records([rec], "pytest", out_dir=str(tmp_path))
+    assert bench.load_records(str(tmp_path.parent)) or path
