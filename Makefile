@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CPU_TORCH := torch==2.13.0
 
-.PHONY: setup test test-gpu book clean
+.PHONY: setup test test-gpu book vendor browser clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -18,15 +18,32 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
-# Unit, compile (both architectures, on the CPU), notebook (nbval) and, where a GPU is present, GPU tests.
-test: $(STAMP)
+# Unit, compile (both architectures, on the CPU), notebook (nbval) and, where a GPU is present, GPU
+# tests; tests/test_book.py checks the book that `book` just built (warning-clean, every page in
+# headless Chromium, nothing loaded from the network).
+test: $(STAMP) book browser
 	$(BIN)/python -m pytest -q tests notebooks --nbval-lax
 
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -q -m gpu tests
 
-book: $(STAMP)
+# The book: vendored web assets (npm registry, pinned), then every page built with its notebooks
+# executed; -W turns every Sphinx warning into a failure. _build/html/.book-built marks success.
+book: $(STAMP) vendor
+	rm -f _build/html/.book-built
 	$(BIN)/jupyter-book build . -W --keep-going
+	touch _build/html/.book-built
+
+# RequireJS and @jupyter-widgets/html-manager into book/_vendor/ (git-ignored); needs npm.
+vendor:
+	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q npm; } \
+		|| { echo "make vendor: npm is missing (Debian: apt-get install -y npm)"; exit 1; }
+	$(PYTHON) scripts/vendor_web_assets.py
+
+# Debian's Chromium for the browser test (installed when missing and we are root, as on CI).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q chromium; } \
+		|| echo "make browser: chromium is missing and we are not root; the browser test will be skipped"
 
 clean:
 	rm -rf _build

@@ -131,6 +131,30 @@ _STEPS = [
         knobs=(("tile_n", (64, 128, 256)), ("tile_k", (64,))),
     ),
     Step(
+        4,
+        "sm90",
+        f"{_K}.sm90.step04_tma_store",
+        "Epilogue through shared memory: stmatrix and a TMA store",
+        "the accumulator goes to a shared-memory staging buffer with stmatrix, and the copy engine "
+        "stores each 64x32 sub-tile with one TMA instruction (clipping partial tiles)",
+        "any M; N and K multiples of 8",
+        (_MMA, _TMA, _BAR, _SMEM),
+        ptx_markers=("wgmma.mma_async", "stmatrix", "cp.async.bulk.tensor.2d.global.shared", "fence.proxy.async"),
+        knobs=(("tile_n", (64, 128, 256)), ("epi_n", (16, 32, 64)), ("epi_stages", (1, 2, 4))),
+    ),
+    Step(
+        5,
+        "sm90",
+        f"{_K}.sm90.step05_cluster_multicast",
+        "Clusters with TMA multicast; a 128x256 tile on two warpgroups",
+        "two consumer warpgroups share a 128x256 tile; 2x1 clusters multicast the shared B tile "
+        "into both CTAs; full/empty barriers (CuTeDSL's PipelineTmaAsync) guard each stage",
+        "any M; N and K multiples of 8",
+        (_MMA, _TMA, _BAR, _SMEM),
+        ptx_markers=("wgmma.mma_async", "multicast::cluster", "barrier.cluster", "stmatrix"),
+        knobs=(("tile_n", (128, 256)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
+    ),
+    Step(
         2,
         "sm100",
         f"{_K}.sm100.step02_tcgen05_tma",

@@ -147,16 +147,19 @@ def gilbert(tiles_m: int, tiles_n: int) -> List[Tile]:
 
 
 def gilbert_has_diagonal(tiles_m: int, tiles_n: int) -> bool:
-    """Whether the Gilbert order of this grid takes one diagonal step (and exactly one).
+    """Whether the Gilbert order of this grid takes a diagonal step; there is never more than one.
 
-    Measured over every grid up to 128 x 128 (tests/test_tile_order.py) and explained by
-    parity: a path of unit steps that starts and ends on the same long side must end on a
-    cell of the colour opposite to its start when the cell count is even. That happens when the
-    longer side is odd and the shorter side even (and the short side is at least 2, so the curve
-    folds); ``2 w > 3 h`` splits first and, for w > 2 h... still reaches an odd-by-even block.
+    Exactly when the longer side is odd and the shorter side even and at least 4 (checked for
+    every grid up to 128 x 128 while writing this; tests/test_tile_order.py checks up to 40 x 40).
+    The reason is parity: colour the tiles like a chessboard. The curve starts and ends at the
+    two corners of one long side, which have the same colour when the long side is odd; a path
+    of unit steps alternates colours, so over an even number of tiles (short side even) it must
+    end on the other colour. One diagonal step (Chebyshev distance 1) absorbs the mismatch. With
+    a short side of 2 the curve ends one tile short of the far corner instead, and needs none.
+    Square grids, powers of two and grids with an odd short side never take one.
     """
     long_side, short_side = max(tiles_m, tiles_n), min(tiles_m, tiles_n)
-    return long_side % 2 == 1 and short_side % 2 == 0
+    return long_side % 2 == 1 and short_side % 2 == 0 and short_side >= 4
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from ..common import check_tile_divides
 
 AB_DTYPE = cutlass.BFloat16
 ACC_DTYPE = cutlass.Float32
+C_DTYPE = cutlass.BFloat16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,8 +84,8 @@ class Gemm:
 
     # ---- host side ----------------------------------------------------------------------------
 
-    @cute.jit
-    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream):
+    def make_mainloop_operands(self, mA: cute.Tensor, mB: cute.Tensor):
+        """The tiled MMA, the A/B shared-memory layouts, and a TMA load atom per operand."""
         bm, bn, bk = self.tile_mnk
         tiled_mma = sm90_utils.make_trivial_tiled_mma(
             AB_DTYPE,
@@ -102,6 +103,12 @@ class Gemm:
         tma_atom_b, tma_tensor_b = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mB, b_smem_layout, (bn, bk)
         )
+        return tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b
+
+    @cute.jit
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream):
+        bm, bn, _ = self.tile_mnk
+        tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_a, tma_atom_b, tma_b = self.make_mainloop_operands(mA, mB)
 
         @cute.struct
         class SharedStorage:
@@ -112,9 +119,9 @@ class Gemm:
         self.shared_storage = SharedStorage
         self.smem_bytes = SharedStorage.size_in_bytes()
         grid = (cute.ceil_div(mC.shape[0], bm), cute.ceil_div(mC.shape[1], bn), 1)
-        self.kernel(
-            tiled_mma, tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, mC, a_smem_layout, b_smem_layout
-        ).launch(grid=grid, block=[self.threads, 1, 1], stream=stream)
+        self.kernel(tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, mC, a_smem_layout, b_smem_layout).launch(
+            grid=grid, block=[self.threads, 1, 1], stream=stream
+        )
 
     # ---- device side --------------------------------------------------------------------------
 
@@ -130,45 +137,61 @@ class Gemm:
         a_smem_layout: cute.ComposedLayout,
         b_smem_layout: cute.ComposedLayout,
     ):
-        tidx, _, _ = cute.arch.thread_idx()
         bidx, bidy, _ = cute.arch.block_idx()
-        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tile_coord = (bidx, bidy, None)
-
-        # 1. shared memory and the barrier --------------------------------------------------
         smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (bM, bK)
         sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (bN, bK)
-        full_barrier = storage.full_barrier.data_ptr()
+        accumulators = self.mainloop(
+            tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA, sB, storage.full_barrier.data_ptr(), tile_coord
+        )
+        self.epilogue(tiled_mma, accumulators, mC, tile_coord)
+
+    @cute.jit
+    def mainloop(
+        self,
+        tiled_mma: cute.TiledMma,
+        tma_atom_a: cute.CopyAtom,
+        mA: cute.Tensor,
+        tma_atom_b: cute.CopyAtom,
+        mB: cute.Tensor,
+        sA: cute.Tensor,
+        sB: cute.Tensor,
+        full_barrier: cute.Pointer,
+        tile_coord,
+    ):
+        """Load a K tile by TMA, wait for its phase, run the wgmma of the tile, repeat; returns the accumulator."""
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+
+        # 1. the barrier: one arrival (the thread that announces the bytes) plus the TMA bytes
         if warp_idx == 0:
             cpasync.prefetch_descriptor(tma_atom_a)
             cpasync.prefetch_descriptor(tma_atom_b)
             with cute.arch.elect_one():
-                cute.arch.mbarrier_init(full_barrier, 1)  # one arrival: the thread that expects the bytes
+                cute.arch.mbarrier_init(full_barrier, 1)
             cute.arch.mbarrier_init_fence()
         cute.arch.sync_threads()
 
-        # 2. tiles of this CTA and their TMA / MMA partitions -------------------------------
+        # 2. this CTA's tiles and their TMA / MMA partitions
         gA = cute.local_tile(mA, self.tile_mnk, tile_coord, proj=(1, None, 1))  # (bM, bK, k_tiles)
         gB = cute.local_tile(mB, self.tile_mnk, tile_coord, proj=(None, 1, 1))  # (bN, bK, k_tiles)
-        gC = cute.local_tile(mC, self.tile_mnk, tile_coord, proj=(1, 1, None))  # (bM, bN)
         tAsA, tAgA = cpasync.tma_partition(
             tma_atom_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
-        )  # (TMA, ), (TMA, k_tiles)
+        )  # (TMA), (TMA, k_tiles)
         tBsB, tBgB = cpasync.tma_partition(
             tma_atom_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
         )
-        tma_bytes = cute.size_in_bytes(AB_DTYPE, a_smem_layout) + cute.size_in_bytes(AB_DTYPE, b_smem_layout)
-
+        tma_bytes = cute.size_in_bytes(AB_DTYPE, sA.layout) + cute.size_in_bytes(AB_DTYPE, sB.layout)
         thr_mma = tiled_mma.get_slice(tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # (MMA, MMA_M, MMA_K) descriptors
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))  # (MMA, MMA_N, MMA_K)
-        tCgC = thr_mma.partition_C(gC)  # (MMA, MMA_M, MMA_N)
-        accumulators = cute.make_rmem_tensor(tCgC.shape, ACC_DTYPE)
+        acc_shape = tiled_mma.partition_shape_C((self.tile_mnk[0], self.tile_mnk[1]))
+        accumulators = cute.make_rmem_tensor(acc_shape, ACC_DTYPE)  # (MMA, MMA_M, MMA_N) fp32
         accumulators.fill(0.0)
 
-        # 3. main loop: load one K tile, wait for its phase, four wgmma, wait, repeat ----------
+        # 3. one stage: load, wait for the phase, four wgmma, wait, repeat
         num_k_tiles = cute.size(gA, mode=[2])
         num_k_blocks = cute.size(tCrA, mode=[2])
         phase = cutlass.Int32(0)
@@ -188,8 +211,14 @@ class Gemm:
             warpgroup.commit_group()
             warpgroup.wait_group(0)
             cute.arch.sync_threads()  # every warp is done reading the stage before TMA overwrites it
+        return accumulators
 
-        # 4. epilogue: fp32 registers -> bf16 -> global -----------------------------------------
+    @cute.jit
+    def epilogue(self, tiled_mma: cute.TiledMma, accumulators: cute.Tensor, mC: cute.Tensor, tile_coord):
+        """fp32 registers -> bf16 -> global memory, each thread storing its own fragment."""
+        tidx, _, _ = cute.arch.thread_idx()
+        gC = cute.local_tile(mC, self.tile_mnk, tile_coord, proj=(1, 1, None))  # (bM, bN)
+        tCgC = tiled_mma.get_slice(tidx).partition_C(gC)  # (MMA, MMA_M, MMA_N)
         tCrC = cute.make_rmem_tensor(tCgC.shape, mC.element_type)
         tCrC.store(accumulators.load().to(mC.element_type))
         cute.autovec_copy(tCrC, tCgC)

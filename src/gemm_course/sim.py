@@ -1,0 +1,342 @@
+"""CPU models that teach: shared-memory bank conflicts (chapter 3) and L2 reuse of tile orders
+(chapters 9 and 10).
+
+Shared-memory banks (chapter 3)
+-------------------------------
+Hopper and Blackwell shared memory has 32 banks of 4 bytes. A warp's request is served in
+*wavefronts*; one wavefront delivers at most one distinct 4-byte word per bank (128 bytes),
+and threads asking for the same word share it. A request therefore needs as many wavefronts
+as the busiest bank has distinct words; the *conflicts* are the wavefronts beyond the
+``ceil(words / 32)`` that the bytes alone require.
+
+The byte addresses come from the kernels' own layouts, not from restated formulas:
+:func:`offsets` traces a tiny ``@cute.jit`` function that calls the step's
+``Gemm(config).make_smem_layouts()`` and evaluates the layout at every (row, k) while tracing,
+where static layouts give Python ints. One subtlety, checked against the compiler's PTX in
+tests/test_sim.py: the kernel hands the layout's swizzle to the shared-memory *pointer*
+(``get_tensor(layout.outer, swizzle=layout.inner)``), and a swizzled pointer XORs *byte*
+address bits (``Swizzle<3,4,3>``: bits 4-6, the 16-byte chunk, with bits 7-9, the row within
+8 rows of 128 bytes). Calling the ComposedLayout itself applies the same swizzle to *element*
+offsets, which for bf16 is a different permutation. So :func:`offsets` recasts the element
+layout to bytes (``cute.recast_layout``) and composes the real swizzle object with that.
+Buffers are 1024-byte aligned (the steps' ``SharedStorage``), so offsets are addresses mod 1024.
+
+L2 reuse of a tile order (chapters 9-10)
+----------------------------------------
+:func:`l2_traffic` cuts an order (:mod:`gemm_course.tile_order`) into waves of ``sms``
+concurrently running tiles and counts the distinct A row panels (``tile_m x K``) and B column
+panels (``K x tile_n``) each wave touches: the DRAM traffic if L2 holds exactly one wave's working
+set and nothing survives from one wave to the next. A coarse proxy: real waves drift apart and
+L2 keeps some panels longer, so compare its ranking with measured DRAM bytes (ncu) before
+leaning on its absolute numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import tile_order
+
+BANKS = 32
+BANK_BYTES = 4
+WAVEFRONT_BYTES = BANKS * BANK_BYTES  # 128
+CHUNK_BYTES = 16  # one ldmatrix row / one TMA and swizzle unit
+H100_SMS = 132  # H100 SXM and H200
+ROW_MAJOR = "row-major"  # a first attempt's layout: plain rows, no swizzle, no interleave
+PATTERNS = ("core-matrix column", "row")
+
+
+# ---------------------------------------------------------------------------------------------
+# layouts -> byte offsets, evaluated at trace time
+# ---------------------------------------------------------------------------------------------
+
+
+def _layouts_factory(step_key: str, config):
+    """(function building the (A, B) shared-memory layouts inside a jit trace, element bits, target)."""
+    import cutlass
+
+    from .ladder import get
+
+    if step_key == ROW_MAJOR:
+        step = get("sm90/2")
+        config = step.default if config is None else config
+        bits = cutlass.BFloat16.width  # the course's operands
+
+        def build():
+            import cutlass.cute as cute
+
+            a = cute.make_layout((config.tile_m, config.tile_k), stride=(config.tile_k, 1))
+            b = cute.make_layout((config.tile_n, config.tile_k), stride=(config.tile_k, 1))
+            return a, b
+
+        return build, bits, step.target
+
+    step = get(step_key)
+    module = step.load()
+    if step.arch != "sm90" or not hasattr(module.Gemm, "make_smem_layouts"):
+        raise ValueError(
+            f"{step.key} has no (rows, k) shared-memory layouts to read: use a Hopper step from 2 on "
+            f"('sm90/2', 'sm90/3', ...) or {ROW_MAJOR!r}. Blackwell steps tile the same atoms into "
+            "MMA-shaped layouts, so their banks behave the same."
+        )
+    config = step.default if config is None else config
+    gemm = module.Gemm(config)
+    return gemm.make_smem_layouts, getattr(module, "AB_DTYPE", cutlass.BFloat16).width, step.target
+
+
+def _byte_offsets(layout, elem_bits: int) -> List[List[int]]:
+    """Byte offset of every (row, k) element of a (rows, k[, stages]) layout; called while tracing."""
+    import cutlass.cute as cute
+
+    swizzle = cute.get_swizzle_portion(layout)  # identity S<0,4,3> for a plain layout
+    if isinstance(layout, cute.ComposedLayout) and layout.offset != 0:
+        raise ValueError(f"expected a swizzle composed at offset 0, got {layout}")
+    elements = cute.get_nonswizzle_portion(layout)
+    in_bytes = cute.recast_layout(8, elem_bits, elements)  # each element becomes elem_bits/8 bytes
+    addressed = cute.make_composed_layout(swizzle, 0, in_bytes)  # swizzle acts on byte offsets
+    rows, cols = cute.size(elements, mode=[0]), cute.size(elements, mode=[1])
+    elem_bytes = elem_bits // 8
+    stage0 = (0,) * (cute.rank(elements) - 2)  # staged layouts (rows, k, stages): the first stage
+    return [[addressed((r, k * elem_bytes) + stage0) for k in range(cols)] for r in range(rows)]
+
+
+@functools.lru_cache(maxsize=None)
+def _offsets_cached(step_key: str, operand: str, config) -> Tuple[np.ndarray, str]:
+    import cutlass.cute as cute
+    from cutlass.cutlass_dsl import CuTeDSL
+
+    build, bits, target = _layouts_factory(step_key, config)
+    index = {"A": 0, "B": 1}[operand]
+    found: dict = {}
+
+    def evaluate():  # plain Python: the jit preprocessor leaves a called helper's loops alone
+        layout = build()[index]
+        found["text"] = str(layout)
+        found["offsets"] = _byte_offsets(layout, bits)
+
+    @cute.jit
+    def probe():
+        evaluate()
+
+    dsl = CuTeDSL._get_dsl()
+    old_arch = dsl.envar.arch if dsl.envar._arch else None
+    dsl.envar.arch = target
+    try:
+        cute.compile(probe)
+    finally:
+        dsl.envar.arch = old_arch
+    table = np.array(found["offsets"], dtype=np.int64)
+    table.flags.writeable = False
+    return table, found["text"]
+
+
+def offsets(step_key: str, operand: str = "A", config=None) -> np.ndarray:
+    """Byte offsets ``[row, k]`` of (the first) stage of operand A (tile_m x tile_k) or B (tile_n x tile_k).
+
+    ``step_key``: a ladder key (``"sm90/2"`` interleaved, ``"sm90/3"`` 128-byte swizzle) or
+    ``"row-major"`` (a plain ``(rows, 64):(64, 1)`` layout of step 2's tile). Read-only; cached.
+    """
+    if operand not in ("A", "B"):
+        raise ValueError(f"operand must be 'A' or 'B', got {operand!r}")
+    return _offsets_cached(step_key, operand, config)[0]
+
+
+def layout_text(step_key: str, operand: str = "A", config=None) -> str:
+    """The CuTe layout the offsets came from, as CuTe prints it (for captions)."""
+    return _offsets_cached(step_key, operand, config)[1]
+
+
+def bank_map(offsets: np.ndarray) -> np.ndarray:
+    """The bank (0-31) of every element: which 4-byte column of a 128-byte line it falls in."""
+    return (np.asarray(offsets) // BANK_BYTES) % BANKS
+
+
+def xor_pattern(step_key: str = "sm90/3", operand: str = "A") -> np.ndarray:
+    """8 x 8 table: the physical 16-byte chunk of (row mod 8, logical chunk) under the 128B swizzle.
+
+    Read from the kernel's real swizzled layout; for ``Swizzle<3,4,3>`` it is ``row ^ chunk``.
+    """
+    table = offsets(step_key, operand)
+    per_chunk = CHUNK_BYTES // _elem_bytes(table)
+    return (table[:8, ::per_chunk][:, :8] % WAVEFRONT_BYTES) // CHUNK_BYTES
+
+
+def _elem_bytes(table: np.ndarray) -> int:
+    """Bytes per element: the step from k to k+1 inside a 16-byte chunk (the same in every layout)."""
+    return int(table[0, 1] - table[0, 0])
+
+
+# ---------------------------------------------------------------------------------------------
+# wavefronts and conflicts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Wavefronts:
+    wavefronts: int  # what the request takes: the busiest bank's distinct words
+    ideal: int  # what its bytes need: ceil(distinct words / 32)
+    words: int  # distinct 4-byte words requested
+
+    @property
+    def conflicts(self) -> int:
+        """Extra wavefronts beyond the ideal (0: conflict-free)."""
+        return self.wavefronts - self.ideal
+
+    @property
+    def ways(self) -> int:
+        """An n-way conflict takes n times the ideal number of wavefronts."""
+        return self.wavefronts // self.ideal
+
+
+def wavefronts(accesses: Iterable[Tuple[int, int]]) -> Wavefronts:
+    """Wavefronts of one request given as (byte address, bytes) per thread access.
+
+    Models one phase of a request (up to 128 bytes asked at once, e.g. 8 threads x 16 bytes):
+    the wavefront count is the busiest bank's number of distinct 4-byte words.
+    """
+    words = {b // BANK_BYTES for address, size in accesses for b in range(address, address + size)}
+    if not words:
+        raise ValueError("an empty request")
+    per_bank = np.bincount(np.fromiter(words, dtype=np.int64) % BANKS, minlength=BANKS)
+    return Wavefronts(int(per_bank.max()), math.ceil(len(words) / BANKS), len(words))
+
+
+def pattern_accesses(offsets: np.ndarray, pattern: str, row: int = 0, k: int = 0) -> List[List[Tuple[int, int]]]:
+    """Per thread, the (row, k) elements it touches in a named access pattern starting at (row, k).
+
+    ``"core-matrix column"``: 8 threads, thread t reads 16 bytes of row ``row + t`` from column
+    ``k``: one 8 x 8 bf16 core matrix, as ldmatrix and wgmma fetch it.
+    ``"row"``: 8 threads, thread t reads the t-th 16 bytes of row ``row`` from ``k``: one
+    128-byte row, as a TMA box row or a row-wise store covers it.
+    """
+    per_chunk = CHUNK_BYTES // _elem_bytes(offsets)
+    rows, cols = offsets.shape
+    if pattern == "core-matrix column":
+        cells = [[(row + t, k + j) for j in range(per_chunk)] for t in range(8)]
+    elif pattern == "row":
+        cells = [[(row, k + t * per_chunk + j) for j in range(per_chunk)] for t in range(8)]
+    else:
+        raise ValueError(f"unknown pattern {pattern!r}: choose one of {', '.join(PATTERNS)}")
+    if any(not (0 <= r < rows and 0 <= c < cols) for thread in cells for r, c in thread):
+        raise ValueError(f"pattern {pattern!r} at ({row}, {k}) leaves the {rows} x {cols} tile")
+    return cells
+
+
+def conflicts(offsets: np.ndarray, pattern: str, row: int = 0, k: int = 0) -> Wavefronts:
+    """Wavefronts of a named pattern (:func:`pattern_accesses`) on a layout's byte offsets."""
+    size = _elem_bytes(offsets)
+    cells = pattern_accesses(offsets, pattern, row, k)
+    return wavefronts((int(offsets[r, c]), size) for thread in cells for r, c in thread)
+
+
+def conflict_table(offsets: np.ndarray, pattern: str) -> np.ndarray:
+    """Wavefronts of ``pattern`` at every aligned start (for heat maps and sweeping tests).
+
+    Core-matrix reads: ``[row // 8, 16-byte chunk of k]``. Rows: ``[row, 128-byte block of k]``.
+    """
+    per_chunk = CHUNK_BYTES // _elem_bytes(offsets)
+    rows, cols = offsets.shape
+    if pattern == "core-matrix column":
+        starts_r, starts_k = range(0, rows - 7, 8), range(0, cols - per_chunk + 1, per_chunk)
+    else:
+        starts_r, starts_k = range(rows), range(0, cols - 8 * per_chunk + 1, 8 * per_chunk)
+    return np.array([[conflicts(offsets, pattern, r, c).wavefronts for c in starts_k] for r in starts_r])
+
+
+def segments(offsets: np.ndarray, row: int = 0, k: int = 0, length: Optional[int] = None) -> List[Tuple[int, int]]:
+    """Contiguous byte ranges (start, bytes), by address, that ``length`` elements of a row occupy.
+
+    The default is the whole row (64 bf16 = 128 bytes with tile_k = 64). TMA writes a box row
+    into contiguous memory in one piece only if it lands in one range; the interleaved layout
+    scatters it into 16-byte pieces, each its own box.
+    """
+    size = _elem_bytes(offsets)
+    length = offsets.shape[1] - k if length is None else length
+    starts = sorted(int(b) for b in offsets[row, k : k + length])
+    ranges: List[List[int]] = []
+    for b in starts:
+        if ranges and b == ranges[-1][0] + ranges[-1][1]:
+            ranges[-1][1] += size
+        else:
+            ranges.append([b, size])
+    return [(s, n) for s, n in ranges]
+
+
+# ---------------------------------------------------------------------------------------------
+# L2 reuse of a tile order
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class L2Traffic:
+    """Panels (and bytes) an order reads from DRAM in the one-wave-in-L2 model."""
+
+    waves: int
+    a_panels: int  # sum over waves of distinct A row panels
+    b_panels: int  # sum over waves of distinct B column panels
+    a_panel_bytes: int  # tile_m x K
+    b_panel_bytes: int  # K x tile_n
+    unique_a: int  # distinct A panels over the whole order: the floor if L2 held everything
+    unique_b: int
+    a_per_wave: Tuple[int, ...]
+    b_per_wave: Tuple[int, ...]
+
+    @property
+    def panels(self) -> int:
+        return self.a_panels + self.b_panels
+
+    @property
+    def bytes(self) -> int:
+        return self.a_panels * self.a_panel_bytes + self.b_panels * self.b_panel_bytes
+
+    @property
+    def min_bytes(self) -> int:
+        return self.unique_a * self.a_panel_bytes + self.unique_b * self.b_panel_bytes
+
+
+def l2_traffic(
+    order: Sequence[Tuple[int, int]],
+    sms: int = H100_SMS,
+    tile_m: int = 128,
+    tile_n: int = 256,
+    k: int = 4096,
+    elem_bytes: int = 2,
+) -> L2Traffic:
+    """Cut ``order`` into waves of ``sms`` tiles and count the panels each wave touches.
+
+    Tile sizes default to the 128 x 256 tile of the later Hopper steps; ``k`` is the GEMM's K.
+    """
+    if sms < 1:
+        raise ValueError(f"sms must be >= 1, got {sms}")
+    a_per_wave, b_per_wave = [], []
+    for start in range(0, len(order), sms):
+        wave = order[start : start + sms]
+        a_per_wave.append(len({m for m, _ in wave}))
+        b_per_wave.append(len({n for _, n in wave}))
+    return L2Traffic(
+        waves=len(a_per_wave),
+        a_panels=sum(a_per_wave),
+        b_panels=sum(b_per_wave),
+        a_panel_bytes=tile_m * k * elem_bytes,
+        b_panel_bytes=tile_n * k * elem_bytes,
+        unique_a=len({m for m, _ in order}),
+        unique_b=len({n for _, n in order}),
+        a_per_wave=tuple(a_per_wave),
+        b_per_wave=tuple(b_per_wave),
+    )
+
+
+def compare_orders(
+    tiles_m: int,
+    tiles_n: int,
+    kinds: Sequence[str] = tile_order.ORDERS,
+    group: int = 8,
+    **traffic,
+) -> Dict[str, L2Traffic]:
+    """:func:`l2_traffic` of each order kind on one grid (``traffic``: sms, tile sizes, k)."""
+    return {kind: l2_traffic(tile_order.order(kind, tiles_m, tiles_n, group), **traffic) for kind in kinds}
