@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from gemm_course import sim
+from gemm_course import ladder, sim
 
 KEYS = (sim.ROW_MAJOR, "sm90/2", "sm90/3")
 CM = "core-matrix column"
@@ -47,6 +47,17 @@ def test_swizzled_layout_reads_core_matrices_and_rows_conflict_free(operand):
     assert (sim.conflict_table(off, CM) == 1).all()
     assert (sim.conflict_table(off, "row") == 1).all()
     assert sim.bank_map(off)[:8, 0].tolist() == [0, 4, 8, 12, 16, 20, 24, 28]  # row r starts in chunk r
+
+
+LATER = [s.key for s in ladder.steps("sm90") if s.number > 3]
+
+
+@pytest.mark.parametrize("key", LATER)
+def test_later_hopper_steps_keep_conflict_free_swizzled_operands(key):
+    for operand in "AB":
+        off = sim.offsets(key, operand)
+        assert (sim.conflict_table(off, CM) == 1).all(), (key, operand)
+        assert all(len(sim.segments(off, r)) == 1 for r in range(0, off.shape[0], 7)), (key, operand)
 
 
 @pytest.mark.parametrize("operand", ["A", "B"])

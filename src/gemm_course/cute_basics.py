@@ -275,3 +275,14 @@ def wgmma_accumulator_owners(step="sm90/2", config=None) -> dict:
         }
 
     return trace_kernel(step, derive, config)
+
+
+def stage_bytes(step, config=None) -> int:
+    """Bytes one K tile of A and B occupies in shared memory, from the step's own layouts: what
+    its mbarrier expects TMA to deliver per K tile."""
+
+    def count(objs):
+        return int(cute.size_in_bytes(cutlass.BFloat16, objs["a_smem_layout"])
+                   + cute.size_in_bytes(cutlass.BFloat16, objs["b_smem_layout"]))
+
+    return trace_kernel(step, count, config)

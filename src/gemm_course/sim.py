@@ -19,7 +19,8 @@ address bits (``Swizzle<3,4,3>``: bits 4-6, the 16-byte chunk, with bits 7-9, th
 8 rows of 128 bytes). Calling the ComposedLayout itself applies the same swizzle to *element*
 offsets, which for bf16 is a different permutation. So :func:`offsets` recasts the element
 layout to bytes (``cute.recast_layout``) and composes the real swizzle object with that.
-Buffers are 1024-byte aligned (the steps' ``SharedStorage``), so offsets are addresses mod 1024.
+Offsets are from the start of the buffer; the steps' ``SharedStorage`` aligns it to 1024 bytes,
+so swizzling the offset is the same as swizzling the address.
 
 L2 reuse of a tile order (chapters 9-10)
 ----------------------------------------

@@ -384,6 +384,36 @@ def tile_orders(tiles_m: int, tiles_n: int, kinds: Sequence[str] = ("row", "grou
 # ---------------------------------------------------------------------------------------------
 
 
+def sass_loops(sass_text: str) -> list:
+    """The loops of a SASS listing: every backward branch ``BRA label`` to a label above it.
+
+    Returns ``[{'label', 'start', 'end', 'opcodes': Counter, 'lines': [SASS lines]}]``, innermost (shortest) first; the
+    opcodes are those between the label and the branch, i.e. one trip around the loop.
+    """
+    import re
+
+    from .inspect import _SASS_LINE
+
+    labels, instructions, lines, loops = {}, [], [], []
+    for line in sass_text.splitlines():
+        label = re.match(r"^\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = len(instructions)
+            continue
+        m = _SASS_LINE.search(line)
+        if not m:
+            continue
+        instructions.append(m.group(1))
+        lines.append(line.strip())
+        target = re.search(r"BRA(?:\.\w+)*\s+(?:!?U?P\w+,\s*)?`?\(?(\.L_x_\d+)\)?", line)
+        if target and target.group(1) in labels:
+            start = labels[target.group(1)]
+            loops.append({"label": target.group(1), "start": start, "end": len(instructions),
+                          "opcodes": collections.Counter(instructions[start:]), "lines": lines[start:]})
+    loops = [lp for lp in loops if lp["end"] - lp["start"] > 1]  # drop `BRA self` traps
+    return sorted(loops, key=lambda lp: lp["end"] - lp["start"])
+
+
 def instruction_mix(reports: dict, title: str = "Static SASS instruction mix") -> Figure:
     """Grouped horizontal bars: ``{label: inspect.Report}`` (or ``{label: mix dict}``)."""
     mixes = {label: (r.mix if hasattr(r, "mix") else r) for label, r in reports.items()}
@@ -558,3 +588,99 @@ def xor_pattern(step_key: str = "sm90/3", operand: str = "A") -> Figure:
                              + ("Every cell equals row XOR chunk: address bits 4-6 (the chunk) are XORed with "
                                 "bits 7-9 (the row within 8 rows of 128 bytes)." if is_xor else
                                 "This layout is not a plain row XOR chunk."))
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter 2: the K loop as a protocol, and the kernels' own phase banners
+# ---------------------------------------------------------------------------------------------
+
+
+def phase_source(step, number: int) -> str:
+    """The source of phase ``number`` of a step's kernel, cut at its numbered banners
+    (``# 3. main loop ...`` up to ``# 4. ...``), searched in ``Gemm.kernel`` and then in the
+    class's other methods (a kernel may delegate its main loop to ``Gemm.mainloop``)."""
+    import inspect as _inspect
+    import re
+
+    from . import ladder
+
+    gemm = ladder.get(step).load().Gemm
+    names = ["kernel"] + sorted(n for n, v in vars(gemm).items() if callable(v) and n != "kernel")
+    for base in gemm.__mro__[1:]:
+        names += sorted(n for n, v in vars(base).items() if callable(v) and n not in names)
+    for name in names:
+        try:
+            lines = _inspect.getsource(getattr(gemm, name)).splitlines()
+        except (TypeError, OSError):
+            continue
+        start = next((i for i, l in enumerate(lines) if re.match(rf"\s*# {number}\. ", l)), None)
+        if start is not None:
+            break
+    else:
+        raise ValueError(f"{ladder.get(step).key}'s kernel has no phase banner '# {number}. '")
+    end = next((i for i, l in enumerate(lines[start + 1:], start + 1) if re.match(r"\s*# \d+\. ", l)), len(lines))
+    body = lines[start:end]
+    indent = min(len(l) - len(l.lstrip()) for l in body if l.strip())
+    return "\n".join(l[indent:] for l in body).rstrip() + "\n"
+
+
+def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: int, k_tiles: int = 2,
+                    mma_name: str = "") -> Figure:
+    """The order of events in one-stage K loops (steps 2-3), per actor, as a schematic (not to scale).
+
+    The counts come from the caller, read from the compiled kernel (PTX/SASS) and its config:
+    ``mma_per_tile`` MMA instructions and ``tma_per_tile`` TMA copies per K tile, ``tma_bytes``
+    expected by the barrier per K tile.
+    """
+    if arch == "sm90":
+        lanes = ["warp 0: TMA issue", "mbarrier (full)", "warpgroup: wgmma", "all 128 threads"]
+        mma = mma_name or "wgmma"
+    elif arch == "sm100":
+        lanes = ["warp 0, one thread: TMA + MMA issue", "load mbarrier", "tensor core (async)", "mma mbarrier"]
+        mma = mma_name or "tcgen05.mma"
+    else:
+        raise ValueError(f"arch must be 'sm90' or 'sm100', got {arch!r}")
+    colors = {"tma": "#8da0cb", "bar": "#fc8d62", "mma": "#66c2a5", "sync": "#e5c494"}
+    events = []  # (lane, start, width, text, kind)
+    t = 0.0
+    for k in range(k_tiles):
+        phase = k % 2
+        events.append((0, t, 2.2, f"expect_tx({tma_bytes} B)\n+ {tma_per_tile} TMA copies\n(K tile {k})", "tma"))
+        events.append((1, t + 2.2, 1.6, f"bytes land:\nphase {phase} completes", "bar"))
+        if arch == "sm90":
+            events.append((3, t + 2.2, 1.6, f"wait(phase {phase})", "sync"))
+            x = t + 3.8
+            for j in range(mma_per_tile):
+                events.append((2, x, 0.9, f"{mma}\nk-block {j}", "mma"))
+                x += 0.9
+            events.append((3, x, 1.4, "commit +\nwait_group(0)", "sync"))
+            events.append((3, x + 1.4, 1.2, "sync_threads", "sync"))
+            t = x + 2.8
+        else:
+            events.append((0, t + 2.2, 1.6, f"wait(load, {phase})", "sync"))
+            x = t + 3.8
+            events.append((0, x, 0.5 * mma_per_tile, f"issue {mma_per_tile} x\n{mma}", "mma"))
+            for j in range(mma_per_tile):
+                events.append((2, x + 0.3 + 0.9 * j, 0.9, f"k-block {j}", "mma"))
+            done = x + 0.3 + 0.9 * mma_per_tile
+            events.append((0, x + 0.5 * mma_per_tile, 1.2, "commit\n(mma bar)", "sync"))
+            events.append((0, x + 0.5 * mma_per_tile + 1.2, done - (x + 0.5 * mma_per_tile + 1.2) + 1.2,
+                           f"wait(mma, {phase})", "sync"))
+            events.append((3, done, 1.2, f"phase {phase}\ncompletes", "bar"))
+            t = done + 1.6
+    fig = _new_figure(max(10, t * 0.55), 3.8)
+    ax = fig.add_subplot()
+    for lane, start, width, text, kind in events:
+        ax.add_patch(Rectangle((start, len(lanes) - 1 - lane - 0.38), width * 0.97, 0.76, facecolor=colors[kind],
+                               edgecolor="black", linewidth=0.6))
+        ax.text(start + width / 2, len(lanes) - 1 - lane, text, ha="center", va="center", fontsize=6.5)
+    ax.set_xlim(-0.2, t + 0.2)
+    ax.set_ylim(-0.6, len(lanes) - 0.4)
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels(list(reversed(lanes)), fontsize=8)
+    ax.set_xticks([])
+    ax.set_xlabel("order of events (schematic, not to scale) ->")
+    ax.set_title(f"One-stage K loop, {k_tiles} K tiles: nothing overlaps", fontsize=10)
+    return _set_caption(fig, "Counts per K tile read from the compiled kernel: "
+                             f"{tma_per_tile} TMA copies, {mma_per_tile} MMA instructions, {tma_bytes} bytes expected "
+                             "by the barrier. Widths are not durations.")

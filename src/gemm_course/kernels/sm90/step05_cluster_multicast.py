@@ -193,11 +193,14 @@ class Gemm(parent.Gemm):
 
     @cute.jit
     def mma_k_tile(self, tiled_mma, accumulators, tCrA, tCrB, stage):
-        """Consumer: the wgmma of one K tile (tile_k / 16 instructions), committed as one group."""
+        """Consumer: the wgmma of one K tile (tile_k / 16 instructions), committed as one group.
+
+        The MMA always accumulates (the caller zeroes the accumulator per tile): toggling the
+        accumulate flag inside staged loops would carry a traced value out of the loop.
+        """
         warpgroup.fence()
         for k_block in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
             cute.gemm(tiled_mma, accumulators, tCrA[(None, None, k_block, stage)], tCrB[(None, None, k_block, stage)], accumulators)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         warpgroup.commit_group()
 
     @cute.kernel
@@ -247,7 +250,8 @@ class Gemm(parent.Gemm):
             for _ in cutlass.range(cutlass.min(self.stages, num_k_tiles), unroll=1):
                 self.load_k_tile(mainloop_pipeline, load_state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
                 load_state.advance()
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+        accumulators.fill(0.0)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         for _ in cutlass.range(num_k_tiles, unroll=1):
             mainloop_pipeline.consumer_wait(read_state)
             self.mma_k_tile(tiled_mma, accumulators, tCrA, tCrB, read_state.index)

@@ -1,0 +1,181 @@
+"""Step 6 (Hopper) - a multistage pipeline with warp specialization and register reallocation.
+
+Parent: step 5. Key differences:
+
+* ``stages`` = 4 shared-memory buffers (4 x 48 KiB): TMA fills stages ahead while the tensor
+  cores work on earlier ones, so loads and math overlap instead of alternating.
+* Warp specialization: a third warpgroup (the *producer*) only issues TMA; one of its warps
+  loops over K tiles, waiting on each stage's *empty* barrier and arming its *full* barrier.
+  The two *consumer* warpgroups only wait on *full* barriers, issue wgmma, and release stages.
+* Consumers keep one wgmma batch in flight (``wait_group(1)``): the stage of K tile k-1 is
+  released as soon as tile k's wgmma are issued, not after they finish.
+* ``setmaxnreg``: the producer gives registers back (40 per thread) and the consumers take them
+  (232 per thread), so two 64 x 256 fp32 accumulators fit without spilling. This needs a register
+  cap at launch, hence ``min_blocks_per_mp=1``.
+
+Expected: with loads overlapped, the loop approaches the tensor-core rate: per K tile
+2*128*256*64 FLOP = 4.2 MFLOP at ~7.5 TFLOP/s per SM (989 / 132) is 0.56 us, against 48 KiB per
+0.56 us = 86 GB/s per SM, 11 TB/s over 132 SMs of L2 -> SM traffic, halved for B by multicast.
+
+Accepts: any M; N and K multiples of 8.
+"""
+
+import dataclasses
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import cpasync, warpgroup
+
+from . import step05_cluster_multicast as parent
+from .step02_wgmma_tma import ACC_DTYPE
+from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
+from .step05_cluster_multicast import WARPGROUP
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(parent.Config):
+    stages: int = 4
+    producer_registers: int = 40  # per thread of the producer warpgroup
+    consumer_registers: int = 232  # per thread of each consumer warpgroup
+
+
+def check_config(config: Config):
+    ok, why = parent.check_config(config)
+    if not ok:
+        return ok, why
+    regs = WARPGROUP * (config.producer_registers + (config.tile_m // 64) * config.consumer_registers)
+    if regs > 65536:
+        return False, f"register split needs {regs} registers, the SM has 65536"
+    if config.producer_registers % 8 or config.consumer_registers % 8:
+        return False, "setmaxnreg takes multiples of 8"
+    return True, ""
+
+
+class Gemm(parent.Gemm):
+    def __init__(self, config: Config):
+        super().__init__(config)
+        self.consumer_threads = self.threads  # the MMA warpgroups, as in step 5
+        self.threads = WARPGROUP + self.consumer_threads  # + the producer warpgroup (warpgroup 0)
+
+    @cute.jit
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream):
+        tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_a, tma_atom_b, tma_b = self.make_mainloop_operands(mA, mB)
+        epi_smem_layout, tma_atom_c, tma_c = self.make_epilogue_operands(mC)
+        self.shared_storage = self.make_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
+        self.smem_bytes = self.shared_storage.size_in_bytes()
+        self.kernel(
+            tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout
+        ).launch(
+            grid=self.grid(mC),
+            block=[self.threads, 1, 1],
+            cluster=self.cluster_shape_mnk,
+            min_blocks_per_mp=1,  # a register cap at launch, so setmaxnreg can move registers
+            stream=stream,
+        )
+
+    # ---- device side: which tiles this CTA computes (later steps change only these) -----------
+
+    def num_tiles(self, mC: cute.Tensor):
+        return 1  # one CTA, one tile (the grid covers C)
+
+    def tile_coord(self, i, mC: cute.Tensor):
+        bidx, bidy, _ = cute.arch.block_idx()
+        return (bidx, bidy, None)
+
+    # ---- device side: one method per role -----------------------------------------------------
+
+    @cute.jit
+    def produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord):
+        """Producer warp: stream every K tile of one output tile through the stages.
+
+        Pipeline states are returned, not mutated in place: the tracer follows locals only.
+        """
+        tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
+        for _ in cutlass.range(cute.size(tAgA, mode=[1]), unroll=1):
+            self.load_k_tile(mainloop_pipeline, load_state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+            load_state.advance()
+        return load_state
+
+    @cute.jit
+    def consume_tile(self, mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, num_k_tiles):
+        """Consumer warpgroups: wgmma over every K tile, one batch in flight, releasing stages behind."""
+        accumulators.fill(0.0)
+        mainloop_pipeline.consumer_wait(read_state)
+        self.mma_k_tile(tiled_mma, accumulators, tCrA, tCrB, read_state.index)
+        read_state.advance()
+        for _ in cutlass.range(1, num_k_tiles, unroll=1):
+            mainloop_pipeline.consumer_wait(read_state)
+            self.mma_k_tile(tiled_mma, accumulators, tCrA, tCrB, read_state.index)
+            warpgroup.wait_group(1)  # the previous K tile's wgmma are done: its stage can be refilled
+            mainloop_pipeline.consumer_release(release_state)
+            release_state.advance()
+            read_state.advance()
+        warpgroup.wait_group(0)
+        mainloop_pipeline.consumer_release(release_state)
+        release_state.advance()
+        return read_state, release_state
+
+    @cute.kernel
+    def kernel(
+        self,
+        tiled_mma: cute.TiledMma,
+        tma_atom_a: cute.CopyAtom,
+        mA: cute.Tensor,
+        tma_atom_b: cute.CopyAtom,
+        mB: cute.Tensor,
+        tma_atom_c: cute.CopyAtom,
+        mC: cute.Tensor,
+        a_smem_layout: cute.ComposedLayout,
+        b_smem_layout: cute.ComposedLayout,
+        epi_smem_layout: cute.ComposedLayout,
+    ):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP)
+        if warp_idx == 0:
+            cpasync.prefetch_descriptor(tma_atom_a)
+            cpasync.prefetch_descriptor(tma_atom_b)
+
+        smem = cutlass.memory.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+        mainloop_pipeline = self.make_mainloop_pipeline(storage, self.consumer_threads // 32)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mnk[:2], is_relaxed=True)
+        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (bM, bK, stages)
+        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (bN, bK, stages)
+        sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)
+        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
+
+        if warpgroup_idx == 0:
+            # producer warpgroup: one warp issues every TMA load, tile after tile
+            cute.arch.setmaxregister_decrease(self.config.producer_registers)
+            if warp_idx == 0:
+                load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                for i in cutlass.range(self.num_tiles(mC), unroll=1):
+                    tile_coord = self.tile_coord(i, mC)
+                    load_state = self.produce_tile(mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
+                mainloop_pipeline.producer_tail(load_state)
+        else:
+            # consumer warpgroups: wgmma, then the epilogue, tile after tile
+            cute.arch.setmaxregister_increase(self.config.consumer_registers)
+            thr_mma = tiled_mma.get_slice(tidx - WARPGROUP)
+            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # (MMA, MMA_M, MMA_K, stages)
+            tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))  # (MMA, MMA_N, MMA_K, stages)
+            accumulators = cute.make_rmem_tensor(tiled_mma.partition_shape_C(self.tile_mnk[:2]), ACC_DTYPE)
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+            read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            release_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
+            store_pipeline = self.make_store_pipeline(sC, self.consumer_threads)
+            for i in cutlass.range(self.num_tiles(mC), unroll=1):
+                tile_coord = self.tile_coord(i, mC)
+                read_state, release_state = self.consume_tile(
+                    mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, num_k_tiles
+                )
+                self.epilogue_tma(
+                    tiled_mma, accumulators, tma_atom_c, mC, sC, tile_coord, store_pipeline, self.consumer_threads, WARPGROUP
+                )
+            if tidx == WARPGROUP:
+                store_pipeline.producer_tail()
+        cute.arch.cluster_arrive_relaxed()
+        cute.arch.cluster_wait()

@@ -1,0 +1,405 @@
+"""The book: it builds warning-clean with every notebook executed, and every page works offline.
+
+* The build. ``make book`` runs ``jupyter-book build . -W`` (every warning is an error, every
+  notebook executed) and marks success with ``_build/html/.book-built``. ``make test`` builds the
+  book first, so these tests reuse that build; run on their own, they rebuild it (``make book``)
+  whenever any source is newer than the mark.
+* The browser. Each page is served from ``_build/html`` on 127.0.0.1 and opened in headless
+  Chromium (Debian's ``chromium``), driven through the DevTools protocol over a pipe (no driver,
+  no extra package). Every request a page makes is recorded; all must go to 127.0.0.1. Chromium's
+  host resolver maps every other name to nothing, so even a regression cannot reach the network.
+  On each page: images loaded (``naturalWidth > 0``), MathJax typeset the math, the widgets that a
+  page embeds rendered, no script error.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import http.server
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+BUILT = HTML / ".book-built"
+SOURCES = ["_config.yml", "_toc.yml", "book", "notebooks", "src/gemm_course", "results", "scripts"]
+SKIP_PARTS = {"_vendor", "__pycache__", ".ipynb_checkpoints"}
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--metrics-recording-only",
+    "--mute-audio",
+    "--hide-scrollbars",
+    # Nothing but loopback resolves: a request for any other host fails inside the browser.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
+    "--window-size=1280,900",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+LOCAL_SCHEMES = {"data", "blob", "about"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the build
+# ---------------------------------------------------------------------------------------------
+
+
+def _newest_source_mtime() -> float:
+    newest = 0.0
+    for name in SOURCES:
+        path = ROOT / name
+        files = [path] if path.is_file() else (p for p in path.rglob("*") if p.is_file()) if path.exists() else []
+        for f in files:
+            if SKIP_PARTS.isdisjoint(f.relative_to(ROOT).parts):
+                newest = max(newest, f.stat().st_mtime)
+    return newest
+
+
+@pytest.fixture(scope="session")
+def book() -> Path:
+    """``_build/html``, rebuilt with ``make book`` unless a successful build is newer than every source."""
+    if not BUILT.exists() or BUILT.stat().st_mtime < _newest_source_mtime():
+        out = subprocess.run(["make", "book"], cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 0, f"`make book` failed:\n{(out.stdout + out.stderr)[-6000:]}"
+    assert BUILT.exists()
+    return HTML
+
+
+def _toc_docs() -> list:
+    text = (ROOT / "_toc.yml").read_text()
+    return re.findall(r"^root:\s*(\S+)", text, re.M) + re.findall(r"file:\s*(\S+)", text)
+
+
+def _pages(html: Path) -> list:
+    return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
+                  if not p.relative_to(html).parts[0].startswith("_"))
+
+
+def test_book_built_with_every_page(book):
+    pages = set(_pages(book))
+    missing = [d for d in _toc_docs() if f"{d}.html" not in pages]
+    assert not missing, f"pages in _toc.yml that the build did not write: {missing}"
+
+
+def test_generated_content_is_in_the_pages(book):
+    """The notebooks really ran: the intro's ladder table and the results table come from code."""
+    from gemm_course import bench
+    from gemm_course.ladder import steps
+
+    intro = (book / "book" / "intro.html").read_text()
+    for step in steps():
+        assert step.title.replace("&", "&amp;") in intro, f"ladder table lacks {step.key}: {step.title}"
+    results = (book / "book" / "results.html").read_text()
+    records = bench.load_records(kind=None)
+    for rec in records:
+        assert rec["_file"] in results, f"results page lacks the record file {rec['_file']}"
+    if not records:
+        assert "No records yet" in results
+
+
+def test_results_page_runs_without_records(tmp_path):
+    """The results page says so, rather than failing, when results/ holds nothing."""
+    import nbclient
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    nb = read_myst_markdown_notebook((ROOT / "book" / "results.md").read_text())
+    env = dict(os.environ, GEMM_COURSE_RESULTS=str(tmp_path))
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120,
+                                     resources={"metadata": {"path": str(ROOT / "book")}})
+    client.execute(env=env)
+    text = json.dumps([c.get("outputs", []) for c in nb.cells if c.cell_type == "code"])
+    assert "No records yet" in text
+
+
+_EXTERNAL_REF = re.compile(r"<(?:script|link|img|iframe|source|video|audio|embed)\b[^>]*?\b(?:src|href)=\"((?:https?:)?//[^\"]+)\"", re.I)
+
+
+def test_no_page_references_a_remote_asset(book):
+    """Static check: no tag that the browser fetches by itself points off the machine."""
+    bad = {}
+    for page in _pages(book):
+        found = _EXTERNAL_REF.findall((book / page).read_text())
+        if found:
+            bad[page] = found
+    assert not bad, f"pages that load remote assets: {bad}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the browser
+# ---------------------------------------------------------------------------------------------
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def server(book):
+    handler = functools.partial(_Quiet, directory=str(book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class Chromium:
+    """Headless Chromium driven through the DevTools protocol on a pipe (fds 3 and 4)."""
+
+    def __init__(self, binary: str, profile: str):
+        to_r, self._to = os.pipe()  # we write, Chromium reads on fd 3
+        self._from, from_w = os.pipe()  # Chromium writes on fd 4, we read
+        # Chromium's ends go to fds >= 10 first, so that moving them to 3 and 4 cannot clobber either.
+        ends = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_r, from_w)]
+        os.close(to_r)
+        os.close(from_w)
+        cmd = [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"]
+        shell = f'exec "$@" 3<&{ends[0]} 4>&{ends[1]} {ends[0]}<&- {ends[1]}>&-'
+        self.proc = subprocess.Popen(["bash", "-c", shell, "bash", *cmd], pass_fds=ends,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for fd in ends:
+            os.close(fd)
+        self._buf = b""
+        self._id = 0
+        self.events: list = []
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self._from], [], [], timeout)
+        if not ready:
+            return False
+        chunk = os.read(self._from, 1 << 20)
+        if not chunk:
+            raise RuntimeError(f"Chromium closed the pipe: {self.proc.stderr.read().decode(errors='replace')[-3000:]}")
+        self._buf += chunk
+        *messages, self._buf = self._buf.split(b"\0")
+        for m in messages:
+            self._pending.append(json.loads(m))
+        return True
+
+    _pending: list
+
+    def _pump(self, timeout: float):
+        """Read what has arrived (waiting at most ``timeout``); responses are returned, events kept."""
+        self._pending = []
+        self._read(timeout)
+        while self._read(0):
+            pass
+        responses = {}
+        for msg in self._pending:
+            if "id" in msg:
+                responses[msg["id"]] = msg
+            else:
+                self.events.append(msg)
+        return responses
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30):
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._to, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self._pump(min(0.5, max(0.0, deadline - time.monotonic())))
+            if self._id in got:
+                if "error" in got[self._id]:
+                    raise RuntimeError(f"{method}: {got[self._id]['error']}")
+                return got[self._id].get("result", {})
+        raise TimeoutError(f"{method}: no answer in {timeout} s")
+
+    def wait_event(self, method: str, session: str, timeout: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            if any(e["method"] == method and e.get("sessionId") == session for e in self.events):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {method} in {timeout} s")
+            self._pump(0.2)
+
+    def settle(self, session: str, quiet: float = 0.5, timeout: float = 10):
+        """Wait until the page has sent no request for ``quiet`` seconds."""
+        deadline = time.monotonic() + timeout
+        count = -1
+        while time.monotonic() < deadline:
+            now = sum(1 for e in self.events if e["method"] == "Network.requestWillBeSent" and e.get("sessionId") == session)
+            if now == count:
+                return
+            count = now
+            t_end = time.monotonic() + quiet
+            while time.monotonic() < t_end:
+                self._pump(0.1)
+
+    def evaluate(self, expression: str, session: str, timeout: float = 40):
+        res = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True,
+                                             "timeout": timeout * 1000}, session, timeout=timeout + 5)
+        if "exceptionDetails" in res:
+            raise RuntimeError(f"page script failed: {res['exceptionDetails']}")
+        return res["result"].get("value")
+
+    def close(self):
+        try:
+            self.send("Browser.close", timeout=10)
+        except Exception:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self._to, self._from):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+# Waits for MathJax and for the widget manager, then reports what the page shows.
+_INSPECT = r"""
+(async () => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+  const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
+  const rendered = () => document.querySelectorAll('.widget-subarea .jupyter-widgets').length;
+  for (const t0 = Date.now(); views && rendered() < views && Date.now() - t0 < 30000; ) { await sleep(100); }
+  await Promise.all([...document.images].map(img => img.complete ? null :
+      new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
+  return {
+    title: document.title,
+    images: [...document.images].map(i => ({src: i.src.slice(0, 120), complete: i.complete, width: i.naturalWidth})),
+    mathSource: document.querySelectorAll('.math, span.math, div.math').length,
+    mathTypeset: document.querySelectorAll('mjx-container').length,
+    mathErrors: document.querySelectorAll('mjx-merror').length,
+    widgetViews: views,
+    widgetsRendered: rendered(),
+    widgetElements: document.querySelectorAll('.jupyter-widgets, [class*="widget-"]').length,
+  };
+})()
+"""
+
+
+def _is_local(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme in LOCAL_SCHEMES or (parts.scheme in ("http", "https", "ws") and parts.hostname in LOCAL_HOSTS)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        message = "Debian's chromium is not installed (make test installs it when run as root)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with tempfile.TemporaryDirectory(prefix="gemm-course-chromium-") as profile:
+        browser = Chromium(binary, profile)
+        try:
+            browser.send("Browser.getVersion", timeout=60)
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="session")
+def visits(book, server, chromium):
+    """Open every page once; for each, what it showed and every request it made."""
+    out = {}
+    for page in _pages(book):
+        target = chromium.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = chromium.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Network", "Runtime"):
+            chromium.send(f"{domain}.enable", session=session)
+        chromium.send("Page.navigate", {"url": f"{server}/{page}"}, session)
+        chromium.wait_event("Page.loadEventFired", session, timeout=60)
+        shown = chromium.evaluate(_INSPECT, session)
+        chromium.settle(session)
+        mine = [e for e in chromium.events if e.get("sessionId") == session]
+        shown["requests"] = [e["params"]["request"]["url"] for e in mine if e["method"] == "Network.requestWillBeSent"]
+        urls = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in mine
+                if e["method"] == "Network.requestWillBeSent"}
+        shown["failed"] = [(urls.get(e["params"]["requestId"]), e["params"].get("errorText")) for e in mine
+                           if e["method"] == "Network.loadingFailed" and not e["params"].get("canceled")]
+        shown["bad_status"] = [(e["params"]["response"]["url"], e["params"]["response"]["status"]) for e in mine
+                               if e["method"] == "Network.responseReceived" and e["params"]["response"]["status"] >= 400]
+        shown["exceptions"] = [e["params"]["exceptionDetails"].get("exception", {}).get("description")
+                               or e["params"]["exceptionDetails"].get("text") for e in mine
+                               if e["method"] == "Runtime.exceptionThrown"]
+        chromium.send("Target.closeTarget", {"targetId": target})
+        chromium.events = [e for e in chromium.events if e.get("sessionId") != session]
+        out[page] = shown
+    return out
+
+
+def test_no_request_leaves_the_machine(visits):
+    remote = {page: [u for u in v["requests"] if not _is_local(u)] for page, v in visits.items()}
+    remote = {page: urls for page, urls in remote.items() if urls}
+    assert not remote, f"requests to other hosts: {remote}"
+    assert all(v["requests"] for v in visits.values()), "no request was recorded at all: the recorder is broken"
+
+
+def test_every_request_succeeds(visits):
+    """Every asset a page asks for exists (the browser's own favicon probe aside: the book has none)."""
+    bad = {page: [s for s in v["bad_status"] if not s[0].endswith("/favicon.ico")] + v["failed"]
+           for page, v in visits.items()}
+    bad = {page: b for page, b in bad.items() if b}
+    assert not bad, f"failed requests: {bad}"
+
+
+def test_no_script_errors(visits):
+    bad = {page: v["exceptions"] for page, v in visits.items() if v["exceptions"]}
+    assert not bad, f"uncaught script errors: {bad}"
+
+
+def test_images_load(visits):
+    bad = {page: [i for i in v["images"] if not (i["complete"] and i["width"] > 0)] for page, v in visits.items()}
+    bad = {page: imgs for page, imgs in bad.items() if imgs}
+    assert not bad, f"images that did not load: {bad}"
+    # The pages whose code cells draw plots do show them.
+    for page in ("book/intro.html", "book/primer.html"):
+        assert visits[page]["images"], f"{page} shows no image"
+
+
+def test_math_is_typeset(visits):
+    primer = visits["book/primer.html"]
+    assert primer["mathSource"] > 0, "the primer has no math at all"
+    assert primer["mathTypeset"] >= primer["mathSource"], primer
+    for page, v in visits.items():
+        assert v["mathErrors"] == 0, f"{page}: MathJax reported errors"
+        assert v["mathTypeset"] >= v["mathSource"], f"{page}: math left untypeset ({v})"
+
+
+def test_widgets_render(visits):
+    """Every widget a page embeds is rendered by the vendored @jupyter-widgets/html-manager."""
+    with_widgets = {page: v for page, v in visits.items() if v["widgetViews"]}
+    for page, v in with_widgets.items():
+        assert v["widgetsRendered"] >= v["widgetViews"], f"{page}: {v['widgetsRendered']} of {v['widgetViews']} widgets rendered"
+    for page in WIDGET_PAGES:
+        assert page in with_widgets, f"{page} should embed a widget (its notebook builds one) but shows none"
+
+
+# Chapter pages that build an ipywidgets explorer, so the browser test checks it renders.
+WIDGET_PAGES = ["notebooks/03_swizzling.html"]
