@@ -27,11 +27,12 @@ test: $(STAMP) book browser
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -q -m gpu tests
 
-# The book: vendored web assets (npm registry, pinned), then every page built with its notebooks
-# executed; -W turns every Sphinx warning into a failure. _build/html/.book-built marks success.
+# The book: vendored web assets (npm registry, pinned), then every page built from scratch with
+# its notebooks executed (--all: a fresh Sphinx environment, so no page is reused from an earlier
+# run); -W turns every Sphinx warning into a failure. _build/html/.book-built marks success.
 book: $(STAMP) vendor
-	rm -f _build/html/.book-built
-	$(BIN)/jupyter-book build . -W --keep-going
+	rm -rf _build/html
+	$(BIN)/jupyter-book build . --all -W --keep-going
 	touch _build/html/.book-built
 
 # RequireJS and @jupyter-widgets/html-manager into book/_vendor/ (git-ignored); needs npm.

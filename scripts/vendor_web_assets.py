@@ -51,6 +51,22 @@ PACKAGES = {
 }
 
 
+# Loaded between require.js and embed-amd.js. The widget CSS inside embed-amd.js finds its Font
+# Awesome files through webpack public paths taken from the AMD modules' URLs, which RequireJS
+# would otherwise resolve against the page's own folder; map those modules to this folder.
+ASSETS_PATH_JS = """\
+// gemm-course (scripts/vendor_web_assets.py): @jupyter-widgets/html-manager's fonts lie next to this file.
+(function () {
+  var here = new URL(".", document.currentScript.src).href;
+  window.__jupyter_widgets_assets_path__ = here;
+  window.requirejs.config({paths: {
+    "@jupyter-widgets/html-manager": here + "html-manager",
+    "@jupyter-widgets/html-manager/dist": here.replace(/\\/$/, "")
+  }});
+})();
+"""
+
+
 def _integrity(path: str) -> str:
     with open(path, "rb") as f:
         return "sha512-" + base64.b64encode(hashlib.sha512(f.read()).digest()).decode()
@@ -72,7 +88,8 @@ def _npm_pack(spec: str, workdir: str) -> str:
 
 
 def _wanted() -> dict:
-    return {name: p["version"] for name, p in PACKAGES.items()}
+    return {**{name: p["version"] for name, p in PACKAGES.items()},
+            "assets-path.js": hashlib.sha256(ASSETS_PATH_JS.encode()).hexdigest()[:16]}
 
 
 def main() -> int:
@@ -108,12 +125,15 @@ def main() -> int:
                     data = tar.extractfile(members[src]).read()
                     with open(os.path.join(staging, dst), "wb") as f:
                         f.write(data)
+    with open(os.path.join(staging, "assets-path.js"), "w") as f:
+        f.write(ASSETS_PATH_JS)
     with open(os.path.join(staging, "VERSIONS.json"), "w") as f:
         json.dump(_wanted(), f, indent=1, sort_keys=True)
         f.write("\n")
     shutil.rmtree(DEST, ignore_errors=True)
     os.replace(staging, DEST)
-    print(f"vendor_web_assets: {', '.join(f'{n}@{v}' for n, v in _wanted().items())} -> {os.path.relpath(DEST, ROOT)}")
+    done = ", ".join(f"{name}@{p['version']}" for name, p in PACKAGES.items())
+    print(f"vendor_web_assets: {done} -> {os.path.relpath(DEST, ROOT)}")
     return 0
 
 

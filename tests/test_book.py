@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import html
 import http.server
 import json
 import os
@@ -104,15 +105,27 @@ def test_book_built_with_every_page(book):
     assert not missing, f"pages in _toc.yml that the build did not write: {missing}"
 
 
+def _normal(text: str) -> str:
+    """Whitespace collapsed, typographic quotes (Sphinx's smartquotes) made plain."""
+    for fancy, plain in (("\u2019", "'"), ("\u2018", "'"), ("\u201c", '"'), ("\u201d", '"')):
+        text = text.replace(fancy, plain)
+    return " ".join(text.split())
+
+
+def _text(page: Path) -> str:
+    """A page's visible text, roughly: tags dropped, entities decoded."""
+    return _normal(html.unescape(re.sub(r"<[^>]+>", " ", page.read_text())))
+
+
 def test_generated_content_is_in_the_pages(book):
     """The notebooks really ran: the intro's ladder table and the results table come from code."""
     from gemm_course import bench
     from gemm_course.ladder import steps
 
-    intro = (book / "book" / "intro.html").read_text()
+    intro = _text(book / "book" / "intro.html")
     for step in steps():
-        assert step.title.replace("&", "&amp;") in intro, f"ladder table lacks {step.key}: {step.title}"
-    results = (book / "book" / "results.html").read_text()
+        assert _normal(step.title) in intro, f"ladder table lacks {step.key}: {step.title}"
+    results = _text(book / "book" / "results.html")
     records = bench.load_records(kind=None)
     for rec in records:
         assert rec["_file"] in results, f"results page lacks the record file {rec['_file']}"
@@ -187,6 +200,7 @@ class Chromium:
         self._buf = b""
         self._id = 0
         self.events: list = []
+        self.parent: dict = {}  # session of a worker or frame target -> session of its page
 
     def _read(self, timeout: float) -> bool:
         ready, _, _ = select.select([self._from], [], [], timeout)
@@ -213,23 +227,35 @@ class Chromium:
         for msg in self._pending:
             if "id" in msg:
                 responses[msg["id"]] = msg
-            else:
-                self.events.append(msg)
+                continue
+            if msg["method"] == "Target.attachedToTarget":
+                # A worker or out-of-process frame of a page: record its requests too, then let it run.
+                child = msg["params"]["sessionId"]
+                self.parent[child] = self.parent.get(msg.get("sessionId"), msg.get("sessionId"))
+                self._post("Network.enable", {}, child)
+                self._post("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}, child)
+                self._post("Runtime.runIfWaitingForDebugger", {}, child)
+            msg["page"] = self.parent.get(msg.get("sessionId"), msg.get("sessionId"))
+            self.events.append(msg)
         return responses
 
-    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30):
+    def _post(self, method: str, params: dict, session: str | None) -> int:
         self._id += 1
-        msg = {"id": self._id, "method": method, "params": params or {}}
+        msg = {"id": self._id, "method": method, "params": params}
         if session:
             msg["sessionId"] = session
         os.write(self._to, json.dumps(msg).encode() + b"\0")
+        return self._id
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30):
+        msg_id = self._post(method, params or {}, session)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             got = self._pump(min(0.5, max(0.0, deadline - time.monotonic())))
-            if self._id in got:
-                if "error" in got[self._id]:
-                    raise RuntimeError(f"{method}: {got[self._id]['error']}")
-                return got[self._id].get("result", {})
+            if msg_id in got:
+                if "error" in got[msg_id]:
+                    raise RuntimeError(f"{method}: {got[msg_id]['error']}")
+                return got[msg_id].get("result", {})
         raise TimeoutError(f"{method}: no answer in {timeout} s")
 
     def wait_event(self, method: str, session: str, timeout: float):
@@ -246,7 +272,7 @@ class Chromium:
         deadline = time.monotonic() + timeout
         count = -1
         while time.monotonic() < deadline:
-            now = sum(1 for e in self.events if e["method"] == "Network.requestWillBeSent" and e.get("sessionId") == session)
+            now = sum(1 for e in self.events if e["method"] == "Network.requestWillBeSent" and e["page"] == session)
             if now == count:
                 return
             count = now
@@ -333,11 +359,13 @@ def visits(book, server, chromium):
         session = chromium.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Network", "Runtime"):
             chromium.send(f"{domain}.enable", session=session)
+        chromium.send("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+                      session)
         chromium.send("Page.navigate", {"url": f"{server}/{page}"}, session)
         chromium.wait_event("Page.loadEventFired", session, timeout=60)
         shown = chromium.evaluate(_INSPECT, session)
         chromium.settle(session)
-        mine = [e for e in chromium.events if e.get("sessionId") == session]
+        mine = [e for e in chromium.events if e["page"] == session]
         shown["requests"] = [e["params"]["request"]["url"] for e in mine if e["method"] == "Network.requestWillBeSent"]
         urls = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in mine
                 if e["method"] == "Network.requestWillBeSent"}
@@ -349,7 +377,7 @@ def visits(book, server, chromium):
                                or e["params"]["exceptionDetails"].get("text") for e in mine
                                if e["method"] == "Runtime.exceptionThrown"]
         chromium.send("Target.closeTarget", {"targetId": target})
-        chromium.events = [e for e in chromium.events if e.get("sessionId") != session]
+        chromium.events = [e for e in chromium.events if e["page"] != session]
         out[page] = shown
     return out
 

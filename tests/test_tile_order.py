@@ -118,3 +118,114 @@ def test_grouped_tile_traces_as_kernel_integer_math():
     finally:
         dsl.envar.arch = old
     assert seen["types"] == (cutlass.Int32, cutlass.Int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# gilbert_tile: the i-th Gilbert tile by one descent, on Python ints and traced by CuTeDSL
+# ---------------------------------------------------------------------------------------------
+
+GILBERT_TILE_GRIDS = list(itertools.product(range(1, 41), range(1, 41))) + [
+    (64, 32), (32, 64), (63, 65), (65, 63), (97, 89), (65, 64), (128, 256), (256, 128), (1, 300), (300, 1),
+]  # fmt: skip
+
+
+def test_gilbert_tile_is_the_gilbert_order_on_every_index():
+    for m, n in GILBERT_TILE_GRIDS:
+        assert [to.gilbert_tile(i, m, n) for i in range(m * n)] == to.gilbert(m, n), (m, n)
+
+
+def test_gilbert_tile_is_written_in_kernel_safe_python():
+    """What the CuTeDSL rewrite stages: no calls (abs/min/max, recursion), no conditional
+    expressions or and/or, no lists or for loops, tuples only in the one final return."""
+    import ast
+    import inspect
+    import textwrap
+
+    fn = ast.parse(textwrap.dedent(inspect.getsource(to.gilbert_tile))).body[0]
+    body = [node for stmt in fn.body for node in ast.walk(stmt)]
+    banned = (ast.Call, ast.IfExp, ast.BoolOp, ast.List, ast.ListComp, ast.GeneratorExp, ast.For, ast.Lambda)
+    assert not [type(node).__name__ for node in body if isinstance(node, banned)]
+    returns = [node for node in body if isinstance(node, ast.Return)]
+    assert returns == [fn.body[-1]]
+    assert [node for node in body if isinstance(node, ast.Tuple)] == [fn.body[-1].value]
+
+
+def _compile(fn, *args, target="sm_90a", keep_ptx=False):
+    """cute.compile ``fn`` for ``target`` on any machine (a GPU is not needed); with the PTX if asked."""
+    import tempfile
+
+    import cutlass.cute as cute
+
+    from gemm_course import arch
+
+    dsl = arch._dsl()
+    with arch._lock, tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp:
+        old_arch, old_dump = dsl.envar.arch if dsl.envar._arch else None, dsl.envar.dump_dir
+        dsl.envar.arch, dsl.envar.dump_dir = target, tmp
+        try:
+            compiled = (cute.compile[cute.KeepPTX] if keep_ptx else cute.compile)(fn, *args)
+            ptx = arch._artifact(compiled.artifacts.PTX, binary=False) if keep_ptx else None
+        finally:
+            dsl.envar.arch, dsl.envar.dump_dir = old_arch, old_dump
+    return compiled, ptx
+
+
+def test_gilbert_tile_traces_in_an_sm90a_kernel_with_dynamic_arguments():
+    """Block b computes tile b of a grid whose size is only known at run time (Int32 arguments).
+
+    ``cute.jit(f)`` rewrites f's ``if``/``while`` only when f's source carries a ``@<x>.jit``
+    decorator, hence ``@traceable.jit`` on gilbert_tile; :func:`for_kernel` wraps a copy, because
+    cute.jit swaps the rewritten code into the function object it is given.
+    """
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    code = to.gilbert_tile.__code__
+    gilbert_tile = to.for_kernel(to.gilbert_tile)
+    seen = {}
+
+    @cute.kernel
+    def kernel(tiles_m: cutlass.Int32, tiles_n: cutlass.Int32, out: cute.Tensor):
+        block, _, _ = cute.arch.block_idx()
+        m, n = gilbert_tile(cutlass.Int32(block), tiles_m, tiles_n)
+        seen["types"] = (type(m), type(n))
+        out[block] = m * tiles_n + n
+
+    @cute.jit
+    def launch(tiles_m: cutlass.Int32, tiles_n: cutlass.Int32, out: cute.Tensor):
+        kernel(tiles_m, tiles_n, out).launch(grid=(tiles_m * tiles_n, 1, 1), block=(1, 1, 1))
+
+    out = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), stride=(1,))
+    _, ptx = _compile(launch, cutlass.Int32(1), cutlass.Int32(1), out, keep_ptx=True)
+    assert seen["types"] == (cutlass.Int32, cutlass.Int32)
+    assert ".target sm_90a" in ptx and ".entry kernel_" in ptx
+    assert to.gilbert_tile.__code__ is code  # the module's function is still plain Python
+    assert to.gilbert_tile(5, 4, 4) == to.gilbert(4, 4)[5]
+
+
+def test_gilbert_tile_compiled_by_cutedsl_is_the_gilbert_order():
+    """Compiled, not just traced: a host-side @cute.jit loop (it runs on the CPU, no GPU needed)
+    writes every tile of a run-time-sized grid; CuTeDSL's Int32 ``%`` is C's remainder, so this
+    checks the compiled integer semantics, not only Python's."""
+    import numpy as np
+
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    gilbert_tile = to.for_kernel(to.gilbert_tile)
+
+    @cute.jit
+    def walk(tiles_m: cutlass.Int32, tiles_n: cutlass.Int32, out: cute.Tensor):
+        for i in range(tiles_m * tiles_n):
+            m, n = gilbert_tile(i, tiles_m, tiles_n)
+            out[2 * i] = m
+            out[2 * i + 1] = n
+
+    buf = np.zeros(2 * max(m * n for m, n in GILBERT_TILE_GRIDS), dtype=np.int32)
+    out = from_dlpack(buf)
+    compiled, _ = _compile(walk, cutlass.Int32(1), cutlass.Int32(1), out)
+    for m, n in GILBERT_TILE_GRIDS:
+        compiled(cutlass.Int32(m), cutlass.Int32(n), out)
+        assert [tuple(p) for p in buf[: 2 * m * n].reshape(-1, 2).tolist()] == to.gilbert(m, n), (m, n)

@@ -183,6 +183,19 @@ def _axpy(x: cute.Tensor, y: cute.Tensor, alpha: cutlass.Float32, stream):
 AXPY_SOURCE = _pyinspect.getsource(_axpy_kernel) + "\n\n" + _pyinspect.getsource(_axpy)
 
 
+def axpy(x, y, alpha: float = 2.0):
+    """Run the tiny kernel on a GPU: ``y <- alpha * x + y`` for float32 CUDA tensors; returns ``y``."""
+    import torch
+    from cuda.bindings import driver as cuda
+    from cutlass.cute.runtime import from_dlpack
+
+    if x.dtype != torch.float32 or y.dtype != torch.float32 or x.shape != y.shape or x.dim() != 1:
+        raise ValueError("axpy takes two float32 vectors of the same length")
+    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    _axpy(from_dlpack(x, assumed_align=16), from_dlpack(y, assumed_align=16), cutlass.Float32(alpha), stream)
+    return y
+
+
 def compile_tiny(target_name: str = "sm_90a") -> str:
     """Compile ``y = alpha * x + y`` (float32, any length) for ``target_name``; return its PTX."""
     n = cute.sym_int32()

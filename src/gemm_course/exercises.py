@@ -13,6 +13,23 @@ from __future__ import annotations
 import functools
 import math
 
+
+def attempt(check, *answers):
+    """Run ``check(*answers)`` and print its verdict; a ``...`` answer means "not answered yet".
+
+    Returns True (right), False (wrong: the hint is printed) or None (not answered yet), so a
+    notebook cell with an unanswered exercise still runs.
+    """
+    if any(a is ... for a in answers):
+        print(f"{check.__name__}: replace each ... with your answer and run the cell again.")
+        return None
+    try:
+        print(check(*answers))
+        return True
+    except AssertionError as e:
+        print(f"{check.__name__}: {e}")
+        return False
+
 # ---------------------------------------------------------------------------------------------
 # chapter 0: layouts
 # ---------------------------------------------------------------------------------------------

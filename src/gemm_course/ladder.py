@@ -163,7 +163,7 @@ _STEPS = [
         "issue wgmma (one batch in flight); setmaxnreg moves registers from producer to consumers",
         "any M; N and K multiples of 8",
         (_MMA, _TMA, _BAR, _SMEM),
-        ptx_markers=("wgmma.mma_async", "setmaxnreg.dec", "setmaxnreg.inc", "multicast::cluster", "wgmma.wait_group.sync.aligned 1"),
+        ptx_markers=("wgmma.mma_async", "setmaxnreg.dec", "setmaxnreg.inc", "multicast::cluster", "wgmma.wait_group.sync.aligned \t1;"),
         knobs=(("tile_n", (128, 256)), ("stages", (2, 3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
     Step(
@@ -200,6 +200,18 @@ _STEPS = [
         (_MMA, _TMA, _BAR, _SMEM),
         ptx_markers=("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster"),
         knobs=(("group", (1, 2, 4, 8, 16)),),
+    ),
+    Step(
+        10,
+        "sm90",
+        f"{_K}.sm90.step10_gilbert",
+        "Tile order along a generalized Hilbert curve (Gilbert)",
+        "the scheduler maps each cluster-tile index to (m, n) along a Gilbert curve computed in "
+        "the kernel, keeping every wave of tiles compact in both directions",
+        "any M; N and K multiples of 8",
+        (_MMA, _TMA, _BAR, _SMEM),
+        ptx_markers=("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster"),
+        knobs=(("stages", (3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
     Step(
         2,

@@ -116,6 +116,7 @@ def shapes_for(step, config=None, count: int = 6, seed: int = 0) -> list:
     config = step.default if config is None else config
     rng = random.Random(seed)
     candidates = [(256, 256, 64), (512, 768, 1000), (1024, 512, 72), (64 * 3, 256 * 2, 8), (1000, 1000, 1000)]
+    candidates += [(2048, 8192, 136), (1920, 4104, 264)]  # more tiles than SMs: persistent CTAs loop
     candidates += [(rng.randrange(1, 40) * 8, rng.randrange(1, 40) * 8, rng.randrange(1, 200) * 8) for _ in range(count)]
     if step.any_shape:
         candidates += [(1, 1, 1), (33, 17, 5), (129, 255, 3)]

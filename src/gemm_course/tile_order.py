@@ -19,6 +19,8 @@ order as integer arithmetic. :func:`tile_at` gives that: closed-form index math 
 (:func:`grouped_tile` is written so that ``cutlass.min`` can be passed in for ``min``), and for
 Gilbert a lookup in :func:`gilbert_table`, one packed int32 per tile that the chapter 10 kernel
 reads from a small global-memory table (4 bytes per tile: 4 KiB for a 32 x 32 grid).
+:func:`gilbert_tile` computes the same tile with no table: it walks down the curve's recursion
+to the one part holding the index, in integer ops that also trace in a kernel (:func:`for_kernel`).
 
 The Gilbert curve follows Jakub Červený's "gilbert" generalized Hilbert curve
 (https://github.com/jakubcerveny/gilbert, BSD-2-Clause, 2018), implemented here from its
@@ -144,6 +146,193 @@ def gilbert(tiles_m: int, tiles_n: int) -> List[Tile]:
     else:
         _gilbert_fill(path, 0, 0, 0, tiles_m, tiles_n, 0)
     return [(y, x) for x, y in path]
+
+
+class _Traceable:
+    """``@traceable.jit`` marks a function whose source CuTeDSL may trace; it changes nothing.
+
+    CuTeDSL stages ``if``/``while`` on dynamic values by rewriting a function's source, and it
+    only rewrites a function whose source carries a decorator spelled ``@<something>.jit`` (or
+    ``.kernel``); ``cute.jit(f)`` applied to an undecorated ``f`` traces it as plain Python, and a
+    dynamic ``if`` then fails. This marker supplies the spelling without importing cutlass, so
+    the function stays an ordinary Python function here; :func:`for_kernel` wraps it for a kernel.
+    """
+
+    @staticmethod
+    def jit(fn):
+        return fn
+
+
+traceable = _Traceable()
+
+
+def for_kernel(fn):
+    """``cute.jit`` of a copy of the ``@traceable.jit`` function ``fn``, to call inside a kernel.
+
+    A copy, because ``cute.jit`` swaps the rewritten code into the function object it wraps;
+    wrapping ``fn`` itself would leave the module's function running CuTeDSL's rewritten code
+    (and importing cutlass) on plain Python calls afterwards.
+    """
+    import types
+
+    import cutlass.cute as cute
+
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__qualname__, copy.__doc__ = fn.__qualname__, fn.__doc__
+    return cute.jit(copy)
+
+
+@traceable.jit
+def gilbert_tile(i, tiles_m, tiles_n) -> Tile:
+    """The i-th tile of :func:`gilbert` without building the curve: one descent, no recursion.
+
+    It follows the recursion of :func:`_gilbert_fill` down the one branch that holds index ``i``.
+    The current sub-rectangle is its origin (x, y), the major vector a = w * (dax, day) and the
+    minor vector b = h * (dbx, dby) (unit directions, lengths w and h; x is the tile column n).
+    Each level splits it as the recursion does, into 2 parts (w2 x h, then (w - w2) x h) or 3
+    (h2 x w2 up the first half of b, w x (h - h2) along a, h2 x (w - w2) back down); the parts
+    hold |major| * |minor| cells each, so the index picks one: skip the cells of the parts before
+    it and descend into it. A single row or column (h or w = 1) is a straight line: origin +
+    index * direction.
+
+    Written to run unchanged on Python ints and traced by CuTeDSL with ``cutlass.Int32``
+    arguments (in a kernel: ``for_kernel(gilbert_tile)(i, tiles_m, tiles_n)``): only integer
+    + - * // %, comparisons, ``while`` and ``if``/``else`` statements that assign the same
+    variables in every branch, every variable defined beforehand, one return. Nothing negative
+    is ever divided: CuTeDSL's Int32 ``%`` is C's remainder (``arith.remsi``, sign of the
+    dividend), and C-style code truncates ``/`` where Python floors. The reference halves a
+    signed vector with ``ax // 2``, which rounds a backwards vector away from zero, so the
+    half's length is ``(w + 1) // 2`` when the vector points backwards and ``w // 2`` when it
+    points forwards; the code halves lengths that way. (Backwards minor sides of odd length
+    are common; a backwards major side was even on every grid up to 80 x 80, but is halved
+    the same way.)
+    """
+    zero = (i + tiles_m + tiles_n) * 0  # 0 of the arguments' type (cutlass.Int32 in a kernel)
+    one = zero + 1
+    idx = i + zero
+    x = zero  # origin: x is the tile column n, y the tile row m
+    y = zero
+    dax = one  # major unit direction and length: along the longer side (n on a tie)
+    day = zero
+    w = tiles_n + zero
+    dbx = zero  # minor unit direction and length
+    dby = one
+    h = tiles_m + zero
+    if tiles_n < tiles_m:
+        dax = zero
+        day = one
+        w = tiles_m + zero
+        dbx = one
+        dby = zero
+        h = tiles_n + zero
+    else:
+        dax = one
+        day = zero
+        w = tiles_n + zero
+        dbx = zero
+        dby = one
+        h = tiles_m + zero
+    # the next level's rectangle, assigned in full by every branch below
+    nx = x
+    ny = y
+    ndax = dax
+    nday = day
+    nw = w
+    ndbx = dbx
+    ndby = dby
+    nh = h
+    nidx = idx
+    w2 = zero
+    h2 = zero
+    grow = zero
+    first = zero
+    second = zero
+    while (w - 1) * (h - 1) > 0:  # both sides longer than 1 (a rectangle holding i is never empty)
+        # |a // 2| and |b // 2| as the reference floors them: backwards (-1) rounds the length up
+        w2 = (w + (1 - dax - day) // 2) // 2
+        h2 = (h + (1 - dbx - dby) // 2) // 2
+        if 2 * w > 3 * h:  # long: two halves along a
+            if (w2 % 2) * (w - 2) > 0:  # w2 odd and w > 2: lengthen the first half to even
+                grow = one
+            else:
+                grow = zero
+            w2 = w2 + grow
+            first = w2 * h
+            if idx < first:
+                nx = x
+                ny = y
+                ndax = dax
+                nday = day
+                nw = w2
+                ndbx = dbx
+                ndby = dby
+                nh = h
+                nidx = idx
+            else:
+                nx = x + w2 * dax
+                ny = y + w2 * day
+                ndax = dax
+                nday = day
+                nw = w - w2
+                ndbx = dbx
+                ndby = dby
+                nh = h
+                nidx = idx - first
+        else:  # three parts: up half of b, along all of a, back down
+            if (h2 % 2) * (h - 2) > 0:  # h2 odd and h > 2: lengthen the first half of b to even
+                grow = one
+            else:
+                grow = zero
+            h2 = h2 + grow
+            first = h2 * w2
+            second = w * (h - h2)
+            if idx < first:  # major b2, minor a2
+                nx = x
+                ny = y
+                ndax = dbx
+                nday = dby
+                nw = h2
+                ndbx = dax
+                ndby = day
+                nh = w2
+                nidx = idx
+            else:
+                if idx < first + second:  # major a, minor b - b2, from x + b2
+                    nx = x + h2 * dbx
+                    ny = y + h2 * dby
+                    ndax = dax
+                    nday = day
+                    nw = w
+                    ndbx = dbx
+                    ndby = dby
+                    nh = h - h2
+                    nidx = idx - first
+                else:  # major -b2, minor -(a - a2), from x + (a - da) + (b2 - db)
+                    nx = x + (w - 1) * dax + (h2 - 1) * dbx
+                    ny = y + (w - 1) * day + (h2 - 1) * dby
+                    ndax = zero - dbx
+                    nday = zero - dby
+                    nw = h2
+                    ndbx = zero - dax
+                    ndby = zero - day
+                    nh = w - w2
+                    nidx = idx - first - second
+        x = nx
+        y = ny
+        dax = ndax
+        day = nday
+        w = nw
+        dbx = ndbx
+        dby = ndby
+        h = nh
+        idx = nidx
+    if h == 1:  # a line along a (checked first, as in the recursion)
+        nx = x + idx * dax
+        ny = y + idx * day
+    else:  # w == 1: a line along b
+        nx = x + idx * dbx
+        ny = y + idx * dby
+    return ny, nx
 
 
 def gilbert_has_diagonal(tiles_m: int, tiles_n: int) -> bool:

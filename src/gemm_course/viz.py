@@ -33,8 +33,8 @@ SEED_LABEL = "seed, B200 (quoted)"
 
 # Vendor datasheet figures (dense BF16 tensor-core peak, HBM bandwidth), quoted for rooflines.
 DATASHEET = {
-    "H200": {"bf16_dense_tflops": 989.0, "hbm_tbs": 4.8, "source": "NVIDIA H200 datasheet (SXM)"},
-    "H100": {"bf16_dense_tflops": 989.0, "hbm_tbs": 3.35, "source": "NVIDIA H100 datasheet (SXM)"},
+    "H200": {"bf16_dense_tflops": 989.0, "fp32_tflops": 67.0, "hbm_tbs": 4.8, "source": "NVIDIA H200 datasheet (SXM)"},
+    "H100": {"bf16_dense_tflops": 989.0, "fp32_tflops": 67.0, "hbm_tbs": 3.35, "source": "NVIDIA H100 datasheet (SXM)"},
     "B200": {"bf16_dense_tflops": 2250.0, "hbm_tbs": 8.0, "source": "NVIDIA B200 datasheet (HGX, per GPU)"},
 }
 
@@ -106,7 +106,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     groups = [s for s in series if s[1]] + ([("seed", seed, _SEED)] if seed else [])
     width = 0.8 / max(1, len(groups))
 
-    fig = _new_figure(9, 5.2)
+    fig = _new_figure(max(9.0, 1.05 * len(numbers) + 4.5), 5.4)
     ax = fig.add_subplot()
     x_of = {num: i for i, num in enumerate(numbers)}
     handles = []
@@ -173,8 +173,9 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
                 bbox={"boxstyle": "round", "facecolor": "#fff3cd", "edgecolor": "#c9a227"})
 
     ax.set_xticks(range(len(numbers)))
-    ax.set_xticklabels([f"step {num}\n" + textwrap.shorten(titles.get(num, "(seed only)"), 28, placeholder="...")
-                        for num in numbers], fontsize=8)
+    ax.set_xticklabels([f"step {num}\n" + textwrap.fill(textwrap.shorten(titles.get(num, "(seed only)"), 40,
+                                                                          placeholder="..."), 14)
+                        for num in numbers], fontsize=7)
     if log:
         ax.set_yscale("log")
         ax.set_ylim(1, top * (30 if message else 4))
@@ -184,7 +185,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     from .ladder import ARCH_NAMES
 
     ax.set_title(f"The ladder on {ARCH_NAMES.get(arch, arch)}: {m}x{n}x{k} BF16 GEMM")
-    ax.legend(handles=handles, loc="upper left", fontsize=8)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(axis="y", alpha=0.3, which="both")
 
     parts = []
@@ -213,11 +214,12 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
 
 
 def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable = (),
-             machine_label: str = "", title: Optional[str] = None) -> Figure:
+             machine_label: str = "", title: Optional[str] = None, ceilings: Optional[dict] = None) -> Figure:
     """Attainable TFLOP/s = min(peak, intensity x bandwidth), with the problem and kernels on it.
 
     ``points``: dicts ``{'label', 'intensity' (FLOP/byte), 'tflops' (optional, measured)}``.
     A point without ``tflops`` is drawn hollow on the roof: the bound its intensity allows.
+    ``ceilings``: ``{label: TFLOP/s}`` lower compute roofs drawn dashed (e.g. fp32 without tensor cores).
     """
     ridge = peak_tflops / bandwidth_tbs
     points = list(points)
@@ -230,13 +232,18 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
     fig = _new_figure(8, 5)
     ax = fig.add_subplot()
     ax.loglog(x, roof, color="black", linewidth=2, label=f"roof {machine_label}".strip())
+    for i, (label, value) in enumerate((ceilings or {}).items()):
+        ax.plot(x, np.minimum(value, x * bandwidth_tbs), color="grey", linestyle="--", linewidth=1.2)
+        ax.annotate(f"{label}: {value:g} TFLOP/s", (value / bandwidth_tbs, value), xytext=(6, 3 + 10 * i),
+                    textcoords="offset points", ha="left", fontsize=8, color="grey")
     ax.axvline(ridge, color="grey", linestyle=":", linewidth=1)
     ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, peak_tflops), xytext=(4, -14), textcoords="offset points",
                 fontsize=8, color="grey")
     ai = problem.arithmetic_intensity
     ax.axvline(ai, color=_MEASURED, linestyle="--", linewidth=1)
-    ax.annotate(f"{problem.label}: {ai:.0f} FLOP/B\n(A, B, C each moved once)", (ai, min(peak_tflops, ai * bandwidth_tbs)),
-                xytext=(-8, -34), textcoords="offset points", ha="right", fontsize=8, color=_MEASURED)
+    ax.annotate(f"{problem.label}:\n{ai:.0f} FLOP/B\n(A, B, C each\nmoved once)", (ai, 0.04),
+                xycoords=("data", "axes fraction"), xytext=(4, 0), textcoords="offset points", ha="left",
+                fontsize=8, color=_MEASURED)
     markers = "osD^v<>p*h"
     for i, p in enumerate(points):
         bound = min(peak_tflops, p["intensity"] * bandwidth_tbs)
@@ -252,7 +259,7 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
                 peak_tflops * 2.5)
     ax.set_title(title or f"Roofline: {problem.label} BF16 GEMM")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     return _set_caption(fig, f"Roof: peak {peak_tflops:g} TFLOP/s and {bandwidth_tbs:g} TB/s "
                              f"{('(' + machine_label + ')') if machine_label else ''}; hollow markers sit on the roof at "
                              "the bound their intensity allows, filled ones are measured.")
@@ -442,7 +449,8 @@ def instruction_mix(reports: dict, title: str = "Static SASS instruction mix") -
 def sweep(rows: Sequence[dict], title: str = "") -> Figure:
     """Resources per knob combination (from :func:`gemm_course.widgets.precompute_sweep`)."""
     ok = [r for r in rows if r.get("ok")]
-    labels = [r["label"] for r in ok]
+    several = len({(r["step"], r["target"]) for r in ok}) > 1
+    labels = [(f"{r['step']} {r['target']}\n" if several else "") + r["label"] for r in ok]
     fig = _new_figure(max(6, 0.9 * len(ok) + 3), 4)
     ax1, ax2 = fig.subplots(1, 2)
     x = np.arange(len(ok))
@@ -661,7 +669,7 @@ def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: 
             x = t + 3.8
             events.append((0, x, 0.5 * mma_per_tile, f"issue {mma_per_tile} x\n{mma}", "mma"))
             for j in range(mma_per_tile):
-                events.append((2, x + 0.3 + 0.9 * j, 0.9, f"k-block {j}", "mma"))
+                events.append((2, x + 0.3 + 0.9 * j, 0.9, f"k{j}", "mma"))
             done = x + 0.3 + 0.9 * mma_per_tile
             events.append((0, x + 0.5 * mma_per_tile, 1.2, "commit\n(mma bar)", "sync"))
             events.append((0, x + 0.5 * mma_per_tile + 1.2, done - (x + 0.5 * mma_per_tile + 1.2) + 1.2,

@@ -183,12 +183,12 @@ class Gemm(parent.Gemm):
         return tAsA, tAgA, tBsB, tBgB, a_mask, b_mask
 
     @cute.jit
-    def load_k_tile(self, mainloop_pipeline, state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask):
-        """Producer: wait until the stage is empty everywhere, then TMA (multicast) K tile state.count into it."""
+    def load_k_tile(self, mainloop_pipeline, state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask):
+        """Producer: wait until the stage is empty everywhere, then TMA (multicast) K tile k_tile into it."""
         mainloop_pipeline.producer_acquire(state)
         barrier = mainloop_pipeline.producer_get_barrier(state)
-        cute.copy(tma_atom_a, tAgA[(None, state.count)], tAsA[(None, state.index)], tma_bar_ptr=barrier, mcast_mask=a_mask)
-        cute.copy(tma_atom_b, tBgB[(None, state.count)], tBsB[(None, state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
+        cute.copy(tma_atom_a, tAgA[(None, k_tile)], tAsA[(None, state.index)], tma_bar_ptr=barrier, mcast_mask=a_mask)
+        cute.copy(tma_atom_b, tBgB[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
         mainloop_pipeline.producer_commit(state)
 
     @cute.jit
@@ -248,7 +248,7 @@ class Gemm(parent.Gemm):
         read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         if warp_idx == 0:
             for _ in cutlass.range(cutlass.min(self.stages, num_k_tiles), unroll=1):
-                self.load_k_tile(mainloop_pipeline, load_state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+                self.load_k_tile(mainloop_pipeline, load_state, load_state.count, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
                 load_state.advance()
         accumulators.fill(0.0)
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
@@ -259,7 +259,7 @@ class Gemm(parent.Gemm):
             mainloop_pipeline.consumer_release(read_state)
             read_state.advance()
             if warp_idx == 0 and load_state.count < num_k_tiles:
-                self.load_k_tile(mainloop_pipeline, load_state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+                self.load_k_tile(mainloop_pipeline, load_state, load_state.count, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
                 load_state.advance()
 
         # 4. epilogue (step 4's, over both warpgroups), then keep our shared memory alive until

@@ -89,11 +89,13 @@ class Gemm(parent.Gemm):
     def produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord):
         """Producer warp: stream every K tile of one output tile through the stages.
 
-        Pipeline states are returned, not mutated in place: the tracer follows locals only.
+        The pipeline state runs on across tiles (its stage index and phase), so the K-tile
+        coordinate is the loop counter, not the state's count. States are returned, not mutated
+        in place: the tracer follows locals only.
         """
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
-        for _ in cutlass.range(cute.size(tAgA, mode=[1]), unroll=1):
-            self.load_k_tile(mainloop_pipeline, load_state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+        for k_tile in cutlass.range(cute.size(tAgA, mode=[1]), unroll=1):
+            self.load_k_tile(mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
             load_state.advance()
         return load_state
 

@@ -1,0 +1,41 @@
+"""Step 10 (Hopper) - tiles in the order of a generalized Hilbert curve (Gilbert path).
+
+Parent: step 9. Key difference: only ``cluster_tile`` changes. The scheduler's cluster-tile
+index is mapped to (m, n) along a *Gilbert* curve: a generalized Hilbert curve that fills any
+rectangle (not just 2^k squares), moving between neighbouring tiles at every step (one diagonal
+step at most, on some odd-by-even grids). Consecutive tiles stay close in both m and n at every
+scale, so each wave of concurrent tiles covers a compact patch of C: few A row-panels and few
+B column-panels, as with a grouped raster, but without choosing a group size and without the
+seams at band edges.
+
+The kernel computes its tile from its index with ``gemm_course.tile_order.gilbert_tile``: a
+non-recursive descent through the curve's splits (a few dozen integer operations per tile,
+once per tile). The curve is Jakub Cerveny's "gilbert" (2018, BSD-2-Clause); the course's
+implementation is written from the published description.
+
+Expected: like step 9 at 4096^3 (inputs nearly fit in L2); at 8192^3 and large LLM shapes the
+wave's footprint is as small as a well-chosen group's, on any grid.
+
+Accepts: any M; N and K multiples of 8.
+"""
+
+import dataclasses
+
+from ... import tile_order
+from . import step08_persistent as parent
+from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
+
+gilbert_tile = tile_order.for_kernel(tile_order.gilbert_tile)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(parent.Config):
+    pass
+
+
+check_config = parent.check_config
+
+
+class Gemm(parent.Gemm):
+    def cluster_tile(self, index, clusters_m, clusters_n):
+        return gilbert_tile(index, clusters_m, clusters_n)
