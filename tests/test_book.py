@@ -228,7 +228,7 @@ class Chromium:
             if "id" in msg:
                 responses[msg["id"]] = msg
                 continue
-            if msg["method"] == "Target.attachedToTarget":
+            if msg["method"] == "Target.attachedToTarget" and msg.get("sessionId"):
                 # A worker or out-of-process frame of a page: record its requests too, then let it run.
                 child = msg["params"]["sessionId"]
                 self.parent[child] = self.parent.get(msg.get("sessionId"), msg.get("sessionId"))
@@ -309,8 +309,13 @@ _INSPECT = r"""
 (async () => {
   const sleep = ms => new Promise(r => setTimeout(r, ms));
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
-  const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
-  const rendered = () => document.querySelectorAll('.widget-subarea .jupyter-widgets').length;
+  // html-manager renders each view into a div.widget-subarea inserted just before the view's script.
+  const viewTags = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')];
+  const views = viewTags.length;
+  const rendered = () => viewTags.filter(s => {
+    const area = s.previousElementSibling;
+    return area && area.classList.contains('widget-subarea') && area.querySelector(':scope > .jupyter-widgets');
+  }).length;
   for (const t0 = Date.now(); views && rendered() < views && Date.now() - t0 < 30000; ) { await sleep(100); }
   await Promise.all([...document.images].map(img => img.complete ? null :
       new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
@@ -386,7 +391,8 @@ def test_no_request_leaves_the_machine(visits):
     remote = {page: [u for u in v["requests"] if not _is_local(u)] for page, v in visits.items()}
     remote = {page: urls for page, urls in remote.items() if urls}
     assert not remote, f"requests to other hosts: {remote}"
-    assert all(v["requests"] for v in visits.values()), "no request was recorded at all: the recorder is broken"
+    empty = [page for page, v in visits.items() if not v["requests"]]
+    assert not empty, f"no request recorded for {empty}: the recorder is broken"
 
 
 def test_every_request_succeeds(visits):
@@ -420,14 +426,30 @@ def test_math_is_typeset(visits):
         assert v["mathTypeset"] >= v["mathSource"], f"{page}: math left untypeset ({v})"
 
 
+_USES_WIDGETS = re.compile(r"\bipywidgets\b|gemm_course\.widgets\b|from gemm_course import [^\n]*\bwidgets\b")
+
+
+def _pages_that_build_widgets() -> list:
+    """Pages whose notebook code uses ipywidgets (directly or through gemm_course.widgets)."""
+    pages = []
+    for doc in _toc_docs():
+        for suffix in (".ipynb", ".md"):
+            path = ROOT / f"{doc}{suffix}"
+            if not path.exists():
+                continue
+            if suffix == ".ipynb":
+                code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                                 if c["cell_type"] == "code")
+            else:
+                code = "\n".join(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", path.read_text(), re.S))
+            if _USES_WIDGETS.search(code):
+                pages.append(f"{doc}.html")
+    return pages
+
+
 def test_widgets_render(visits):
-    """Every widget a page embeds is rendered by the vendored @jupyter-widgets/html-manager."""
-    with_widgets = {page: v for page, v in visits.items() if v["widgetViews"]}
-    for page, v in with_widgets.items():
-        assert v["widgetsRendered"] >= v["widgetViews"], f"{page}: {v['widgetsRendered']} of {v['widgetViews']} widgets rendered"
-    for page in WIDGET_PAGES:
-        assert page in with_widgets, f"{page} should embed a widget (its notebook builds one) but shows none"
-
-
-# Chapter pages that build an ipywidgets explorer, so the browser test checks it renders.
-WIDGET_PAGES = ["notebooks/03_swizzling.html"]
+    """Every page whose notebook builds widgets embeds them, and the vendored html-manager renders them all."""
+    for page in _pages_that_build_widgets():
+        assert visits[page]["widgetViews"], f"{page}: its notebook builds widgets but the page embeds none"
+    for page, v in visits.items():
+        assert v["widgetsRendered"] == v["widgetViews"], f"{page}: {v['widgetsRendered']} of {v['widgetViews']} widgets rendered"

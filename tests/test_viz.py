@@ -151,7 +151,7 @@ def test_instruction_mix_and_sweep_figures():
     rows = [{"ok": True, "step": "s", "target": "t", "label": "a", "registers": 100, "smem_bytes": 2048, "spills": False},
             {"ok": False, "step": "s", "target": "t", "label": "b", "reason": "no"}]
     fig = viz.sweep(rows)
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a"]
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["a"]
 
 
 SASS = """

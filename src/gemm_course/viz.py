@@ -449,10 +449,12 @@ def instruction_mix(reports: dict, title: str = "Static SASS instruction mix") -
 def sweep(rows: Sequence[dict], title: str = "") -> Figure:
     """Resources per knob combination (from :func:`gemm_course.widgets.precompute_sweep`)."""
     ok = [r for r in rows if r.get("ok")]
-    several = len({(r["step"], r["target"]) for r in ok}) > 1
-    labels = [(f"{r['step']} {r['target']}\n" if several else "") + r["label"] for r in ok]
-    fig = _new_figure(max(6, 0.9 * len(ok) + 3), 4)
-    ax1, ax2 = fig.subplots(1, 2)
+    steps = len({r["step"] for r in ok}) > 1
+    targets = len({r["target"] for r in ok}) > 1
+    labels = [" ".join(([r["step"]] if steps else []) + ([r["target"]] if targets else []) + [""]).strip()
+              + ("\n" if steps or targets else "") + r["label"].replace(", ", "\n") for r in ok]
+    fig = _new_figure(max(6.0, 0.75 * len(ok) + 2), 6.5)
+    ax1, ax2 = fig.subplots(2, 1, sharex=True)
     x = np.arange(len(ok))
     b1 = ax1.bar(x, [r["registers"] for r in ok], color="#4c72b0")
     ax1.bar_label(b1, fontsize=7)
@@ -461,9 +463,10 @@ def sweep(rows: Sequence[dict], title: str = "") -> Figure:
     b2 = ax2.bar(x, [r["smem_bytes"] / 1024 for r in ok], color="#dd8452")
     ax2.bar_label(b2, fmt="%.0f", fontsize=7)
     ax2.set_ylabel("shared memory per CTA (KiB)")
-    for ax in (ax1, ax2):
-        ax.set_xticks(x)
-        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7.5)
+    ax1.margins(y=0.15)
+    ax2.margins(y=0.15)
+    ax2.set_xticks(x)
+    ax2.set_xticklabels(labels, fontsize=7.5)
     for i, r in enumerate(ok):
         if r.get("spills"):
             ax1.annotate("spills", (i, r["registers"]), ha="center", va="bottom", color="red", fontsize=7)

@@ -87,17 +87,17 @@ def precompute_sweep(step, target: Optional[str] = None, include_invalid: bool =
 
 def sweep_html(rows: list) -> str:
     """The sweep as an HTML table; invalid combinations greyed out with the reason."""
-    head = ("<tr><th>config</th><th>target</th><th>registers/thread</th><th>shared memory/CTA</th>"
+    head = ("<tr><th>step</th><th>config</th><th>target</th><th>registers/thread</th><th>shared memory/CTA</th>"
             "<th>spills</th><th>SASS instr.</th><th>tensor-core MMA</th><th>TMA</th></tr>")
     body = []
     for r in rows:
         if not r["ok"]:
-            body.append(f'<tr style="color:#999"><td>{html.escape(r["label"])}</td><td>{r["target"]}</td>'
+            body.append(f'<tr style="color:#999"><td>{r["step"]}</td><td>{html.escape(r["label"])}</td><td>{r["target"]}</td>'
                         f'<td colspan="6"><i>invalid: {html.escape(r["reason"])}</i></td></tr>')
             continue
         mix = r["mix"]
         body.append(
-            f"<tr><td>{html.escape(r['label'])}</td><td>{r['target']}</td><td>{r['registers']}</td>"
+            f"<tr><td>{r['step']}</td><td>{html.escape(r['label'])}</td><td>{r['target']}</td><td>{r['registers']}</td>"
             f"<td>{r['smem_bytes'] / 1024:.1f} KiB</td><td>{'yes' if r['spills'] else 'no'}</td>"
             f"<td>{r['sass_instructions']}</td><td>{mix.get('tensor-core MMA', 0)}</td><td>{mix.get('TMA copy', 0)}</td></tr>"
         )
