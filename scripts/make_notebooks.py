@@ -350,8 +350,8 @@ the roof is the lower of the tensor-core peak and intensity x memory bandwidth, 
 roof is the peak of plain fp32 FMAs, which is all this kernel uses (datasheet values, quoted in
 `viz.DATASHEET`; nothing on this plot is measured unless a marker is filled).
 
-Caches soften this: the threads of a warp share `A[m, k]` (one broadcast load) and L2 catches many
-re-reads of B across CTAs, so less than this reaches DRAM and a measured point may sit above the
+Caches soften this: the 16 threads of a warp that share a row `m` read the same `A[m, k]` (one
+broadcast) and L2 catches many re-reads of B across CTAs, so less than this reaches DRAM and a measured point may sit above the
 "every load from DRAM" marker. What does not change: no tensor core is used (the instruction mix
 below has no MMA), and every FMA costs two load instructions plus address math.
 """),
@@ -705,7 +705,8 @@ table = {key: {pattern: sim.conflicts(sim.offsets(key), pattern).wavefronts for 
 for key, counts in table.items():
     print(f"{key:>10}: " + ", ".join(f"{p}: {n} wavefront(s)" for p, n in counts.items()))
 assert table["sm90/3"] == {"core-matrix column": 1, "row": 1}  # the swizzle: conflict-free both ways
-assert table["row-major"]["core-matrix column"] > 1 and table["sm90/2"]["row"] > 1
+assert table["row-major"]["core-matrix column"] > 1  # plain rows: a core-matrix column sits in 4 banks
+assert table["sm90/2"]["core-matrix column"] == 1 and table["sm90/2"]["row"] > 1  # interleaved: rows scatter
 """),
     md("""
 The interleaved layout of step 2 is already conflict-free for the tensor core's reads: each core

@@ -223,3 +223,8 @@ def test_tile_explorer_drives_without_a_browser():
     assert e.time_button.disabled or e.can_time()
     with pytest.raises(KeyError):
         e.select(tile_q=1)
+
+
+def test_timing_html_reports_the_ratio_to_cublas():
+    text = widgets.timing_html(_record("sm90/3", 100.0, 400.0, "2030-01-01T00:00:00"))
+    assert "100.0 TFLOP/s" in text and "400.0 TFLOP/s" in text and "25.0%" in text

@@ -192,7 +192,11 @@ def axpy(x, y, alpha: float = 2.0):
     if x.dtype != torch.float32 or y.dtype != torch.float32 or x.shape != y.shape or x.dim() != 1:
         raise ValueError("axpy takes two float32 vectors of the same length")
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    _axpy(from_dlpack(x, assumed_align=16), from_dlpack(y, assumed_align=16), cutlass.Float32(alpha), stream)
+    args = (from_dlpack(x, assumed_align=16), from_dlpack(y, assumed_align=16), cutlass.Float32(alpha), stream)
+    present = _arch.machine().target
+    with target(present) if present else contextlib.nullcontext():
+        compiled = cute.compile(_axpy, *args)
+    compiled(*args)
     return y
 
 

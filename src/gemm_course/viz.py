@@ -128,8 +128,8 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
                 ax.bar(x, h, width * 0.92, color=color, alpha=0.9 if name == "recorded" else 0.75,
                        yerr=[[max(lo, 0)], [max(hi, 0)]], capsize=3, ecolor="black", error_kw={"linewidth": 0.8})
                 ratio = h / val["cublas_tflops"]["median"]
-                ax.annotate(f"{h:.3g}\n{ratio:.1%} of cuBLAS" if ratio < 0.1 else f"{h:.0f}\n{ratio:.0%} of cuBLAS", (x, h), ha="center", va="bottom", fontsize=7.5,
-                            xytext=(0, 4), textcoords="offset points")
+                text = f"{h:.3g}\n{ratio:.1%} of cuBLAS" if ratio < 0.1 else f"{h:.0f}\n{ratio:.0%} of cuBLAS"
+                ax.annotate(text, (x, h), ha="center", va="bottom", fontsize=7.5, xytext=(0, 4), textcoords="offset points")
                 if name == "live" or len(runs) > 1:
                     c = val["cublas_tflops"]["median"]
                     ax.hlines(c, x - width * 0.46, x + width * 0.46, colors=_CUBLAS, linewidth=2.0)

@@ -248,7 +248,7 @@ class TileExplorer:
         m = arch.machine()
         if not (self.row and self.row["ok"] and m.has_gpu):
             return False
-        return self.step.any_shape or m.target == self.step.target == self.target_box.value
+        return m.target == self.target_box.value and (self.step.any_shape or m.target == self.step.target)
 
     def time_it(self, repeats: int = 20, rounds: int = 3):
         """Check, then time the selected config and cuBLAS interleaved (GPU only); keep the record."""

@@ -170,10 +170,10 @@ class Gemm(parent.Gemm):
             num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
             store_pipeline = self.make_store_pipeline(sC, self.consumer_threads)
             for i in cutlass.range(self.num_tiles(mC), unroll=1):
-                tile_coord = self.tile_coord(i, mC)
                 read_state, release_state = self.consume_tile(
                     mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, num_k_tiles
                 )
+                tile_coord = self.tile_coord(i, mC)  # only the epilogue needs it: not before the first wgmma
                 self.epilogue_tma(
                     tiled_mma, accumulators, tma_atom_c, mC, sC, tile_coord, store_pipeline, self.consumer_threads, WARPGROUP
                 )
