@@ -108,7 +108,7 @@ def time_block(fn: Callable, launches: int, host_seconds: float = 0.0) -> float:
     return s.elapsed_time(e) / launches
 
 
-def compare(providers: dict, warmup: int = 10, repeats: int = 100, rounds: int = 5) -> dict:
+def compare(providers: dict, warmup: int = 10, repeats: int = 100, rounds: int = 5, seed_launches: int = 100) -> dict:
     """Time several providers interleaved in one process: {name: {'each': [...], 'seed_mean': ms}}."""
     import torch
 
@@ -116,10 +116,10 @@ def compare(providers: dict, warmup: int = 10, repeats: int = 100, rounds: int =
         for _ in range(warmup):
             fn()
     torch.cuda.synchronize()
-    host = {name: host_seconds_per_launch(fn) for name, fn in providers.items()}
+    host = {name: host_seconds_per_launch(fn, launches=min(20, max(repeats, 2))) for name, fn in providers.items()}
     out = {name: {"each": [], "seed_mean": None, "host_launch_us": host[name] * 1e6} for name in providers}
     for name, fn in providers.items():  # the seed's protocol: 10 warm-up (done), 100 launches, mean
-        out[name]["seed_mean"] = time_block(fn, 100, host[name])
+        out[name]["seed_mean"] = time_block(fn, seed_launches, host[name])
     for _ in range(rounds):
         for name, fn in providers.items():
             out[name]["each"] += time_each(fn, repeats, host[name])
@@ -190,7 +190,7 @@ def gpu_slug(name: str) -> str:
 
 
 def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeats: int = 100, rounds: int = 5,
-               seed: int = 0, command: str = "", env: Optional[dict] = None) -> dict:
+               seed: int = 0, command: str = "", env: Optional[dict] = None, seed_launches: int = 100) -> dict:
     """Check, then time ``step`` and cuBLAS interleaved on ``problem``; return a record."""
     import torch
 
@@ -209,7 +209,7 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
         torch.mm(a, b.t(), out=c_ref)
 
     clocks_before = clocks()
-    timed = compare({"step": launch, "cublas": cublas}, warmup, repeats, rounds)
+    timed = compare({"step": launch, "cublas": cublas}, warmup, repeats, rounds, seed_launches)
     clocks_after = clocks()
     ours, theirs = summarize(timed["step"]["each"]), summarize(timed["cublas"]["each"])
 
@@ -237,7 +237,8 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
         "protocol": {
             "warmup": warmup, "repeats": repeats, "rounds": rounds, "timing": "CUDA events per launch, "
             "step and cuBLAS interleaved by round, each block queued behind a GPU sleep (host overhead "
-            "excluded); seed_mean = mean of 100 back-to-back launches", "version": 2,
+            "excluded); seed_mean = mean of seed_launches back-to-back launches", "version": 2,
+            "seed_launches": seed_launches,
             "inputs": "torch.randn bf16 (fresh, seeded)", "cublas": "torch.mm(a, b.t(), out=c)",
         },
         "time_ms": ours,

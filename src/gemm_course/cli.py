@@ -136,7 +136,8 @@ def cmd_bench(args):
         if not ok:
             print(f"[{i}/{len(jobs)}] {step.key} {problem.label}: skipped ({why})", file=sys.stderr)
             continue
-        rec = bench.bench_step(step, problem, config, args.warmup, args.repeats, args.rounds, command=command, env=env)
+        rec = bench.bench_step(step, problem, config, args.warmup, args.repeats, args.rounds, command=command, env=env,
+                               seed_launches=args.seed_launches)
         records.append(rec)
         print(
             f"[{i}/{len(jobs)}] {step.key:<8} {problem.label:<18} {rec['tflops']['median']:7.1f} TFLOP/s  "
@@ -196,6 +197,7 @@ def build_parser():
     b.add_argument("--warmup", type=int, default=10)
     b.add_argument("--repeats", type=int, default=100)
     b.add_argument("--rounds", type=int, default=5)
+    b.add_argument("--seed-launches", type=int, default=100, help="launches in the seed-protocol block (100)")
     b.add_argument("--out", help="folder for the record file (default results/<gpu>/)")
     b.add_argument("--tag", help="name part of the record file")
     b.add_argument("--no-write", action="store_true")
