@@ -1,6 +1,5 @@
 """NOTES.md's measured block is generated from the committed records, never typed."""
 
-import os
 
 from gemm_course import notes
 

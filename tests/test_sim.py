@@ -3,7 +3,6 @@
 The bank model reads byte offsets from the steps' real layouts; one test checks them against
 the addresses the compiler itself emits for stores into the step's swizzled tile."""
 
-import os
 import re
 
 import numpy as np
@@ -143,7 +142,7 @@ def test_offsets_match_the_compiled_kernels_addresses(key, tmp_path):
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
-    from cutlass.cutlass_dsl import CuTeDSL
+    from gemm_course import arch
 
     from gemm_course.ladder import get
 
@@ -170,17 +169,8 @@ def test_offsets_match_the_compiled_kernels_addresses(key, tmp_path):
     def host(out: cute.Tensor):
         store_probe(out).launch(grid=[1, 1, 1], block=[64, 1, 1], smem=9216)
 
-    dsl = CuTeDSL._get_dsl()
-    old_arch, old_dump = (dsl.envar.arch if dsl.envar._arch else None), dsl.envar.dump_dir
-    dsl.envar.arch, dsl.envar.dump_dir = "sm_90a", str(tmp_path)
-    try:
-        out = make_fake_tensor(cutlass.BFloat16, (64,), stride=(1,), assumed_align=16)
-        compiled = cute.compile[cute.KeepPTX](host, out)
-        ptx = compiled.artifacts.PTX  # the text, or the path of the dumped file
-        if len(ptx) < 4096 and os.path.isfile(ptx):
-            ptx = open(ptx).read()
-    finally:
-        dsl.envar.arch, dsl.envar.dump_dir = old_arch, old_dump
+    out = make_fake_tensor(cutlass.BFloat16, (64,), stride=(1,), assumed_align=16)
+    _, ptx = arch.trace(host, out, target="sm_90a", keep_ptx=True)
     stores = _shared_store_addresses(ptx)
     off = sim.offsets(key)
     assert {_bf16_bits(i + 1.0): int(off[c]) for i, c in enumerate(COORDS)} == stores
@@ -190,7 +180,7 @@ def test_calling_the_composed_layout_swizzles_elements_not_bytes():
     """Why offsets() recasts to bytes first: the layout's own call gives element 64 for (1, 0),
     while the kernel's swizzled pointer puts that element at byte 144 (element 72)."""
     import cutlass.cute as cute
-    from cutlass.cutlass_dsl import CuTeDSL
+    from gemm_course import arch
 
     from gemm_course.ladder import get
 
@@ -203,13 +193,7 @@ def test_calling_the_composed_layout_swizzles_elements_not_bytes():
         layout, _ = gemm.make_smem_layouts()
         seen["call"] = layout((1, 0))
 
-    dsl = CuTeDSL._get_dsl()
-    old = dsl.envar.arch if dsl.envar._arch else None
-    dsl.envar.arch = "sm_90a"
-    try:
-        cute.compile(probe)
-    finally:
-        dsl.envar.arch = old
+    arch.trace(probe, target="sm_90a")
     assert seen["call"] == 64
     assert sim.offsets("sm90/3")[1, 0] == 144
 

@@ -101,7 +101,7 @@ def test_grouped_tile_traces_as_kernel_integer_math():
     """The same function, given cutlass.min, builds Int32 arithmetic inside a CuTeDSL trace."""
     import cutlass
     import cutlass.cute as cute
-    from cutlass.cutlass_dsl import CuTeDSL
+    from gemm_course import arch
 
     seen = {}
 
@@ -110,13 +110,7 @@ def test_grouped_tile_traces_as_kernel_integer_math():
         m, n = to.tile_at("grouped", i, tiles_m, tiles_n, 8, minimum=cutlass.min)
         seen["types"] = (type(m), type(n))
 
-    dsl = CuTeDSL._get_dsl()
-    old = dsl.envar.arch if dsl.envar._arch else None
-    dsl.envar.arch = "sm_90a"
-    try:
-        cute.compile(probe, cutlass.Int32(0), cutlass.Int32(32), cutlass.Int32(32))
-    finally:
-        dsl.envar.arch = old
+    arch.trace(probe, cutlass.Int32(0), cutlass.Int32(32), cutlass.Int32(32), target="sm_90a")
     assert seen["types"] == (cutlass.Int32, cutlass.Int32)
 
 
@@ -152,22 +146,9 @@ def test_gilbert_tile_is_written_in_kernel_safe_python():
 
 def _compile(fn, *args, target="sm_90a", keep_ptx=False):
     """cute.compile ``fn`` for ``target`` on any machine (a GPU is not needed); with the PTX if asked."""
-    import tempfile
-
-    import cutlass.cute as cute
-
     from gemm_course import arch
 
-    dsl = arch._dsl()
-    with arch._lock, tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp:
-        old_arch, old_dump = dsl.envar.arch if dsl.envar._arch else None, dsl.envar.dump_dir
-        dsl.envar.arch, dsl.envar.dump_dir = target, tmp
-        try:
-            compiled = (cute.compile[cute.KeepPTX] if keep_ptx else cute.compile)(fn, *args)
-            ptx = arch._artifact(compiled.artifacts.PTX, binary=False) if keep_ptx else None
-        finally:
-            dsl.envar.arch, dsl.envar.dump_dir = old_arch, old_dump
-    return compiled, ptx
+    return arch.trace(fn, *args, target=target, keep_ptx=keep_ptx)
 
 
 def test_gilbert_tile_traces_in_an_sm90a_kernel_with_dynamic_arguments():

@@ -9,6 +9,7 @@ present, and the result can be launched.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -107,7 +108,7 @@ class Artifacts:
         return re.findall(r"^\.(?:visible |weak )?\.entry\s+(\w+)", self.ptx, flags=re.M)
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # the DSL's target is process-wide state
 _cache: dict = {}
 
 
@@ -115,6 +116,39 @@ def _dsl():
     from cutlass.cutlass_dsl import CuTeDSL
 
     return CuTeDSL._get_dsl()
+
+
+@contextlib.contextmanager
+def targeting(target: str, dump_dir: Optional[str] = None):
+    """Trace and compile for ``target`` inside the block (any machine); restores the DSL after.
+
+    Architecture-specific atoms (wgmma, tcgen05) check the DSL's target while tracing.
+    """
+    target = resolve_target(target)
+    dsl = _dsl()
+    with _lock:
+        old_arch, old_dump = (dsl.envar.arch if dsl.envar._arch else None), dsl.envar.dump_dir
+        dsl.envar.arch = target
+        if dump_dir is not None:
+            dsl.envar.dump_dir = dump_dir
+        try:
+            yield target
+        finally:
+            dsl.envar.arch, dsl.envar.dump_dir = old_arch, old_dump
+
+
+def trace(fn, *args, target: str = "sm_90a", keep_ptx: bool = False):
+    """Compile the ``@cute.jit`` function ``fn(*args)`` for ``target``; return (compiled, PTX or None).
+
+    Tracing runs ``fn``'s Python, so a function can also collect what it sees (layouts, copy
+    partitions) into Python objects: the book's diagrams come from the kernels' own objects so.
+    """
+    import cutlass.cute as cute
+
+    with tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp, targeting(target, tmp):
+        compiled = (cute.compile[cute.KeepPTX] if keep_ptx else cute.compile)(fn, *args)
+        ptx = _artifact(compiled.artifacts.PTX, binary=False) if keep_ptx else None
+    return compiled, ptx
 
 
 def fake_operands(shape_class: str = "dynamic"):
@@ -203,18 +237,10 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
             from cuda.bindings import driver as cuda
 
             stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-        dsl = _dsl()
-        old_arch, old_dump = dsl.envar.arch if dsl.envar._arch else None, dsl.envar.dump_dir
-        with tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp:
-            dsl.envar.arch = target
-            dsl.envar.dump_dir = tmp
-            try:
-                t0 = time.perf_counter()
-                compiled = cute.compile[cute.KeepPTX, cute.KeepCUBIN](gemm, *operands, stream)
-                seconds = time.perf_counter() - t0
-            finally:
-                dsl.envar.arch = old_arch
-                dsl.envar.dump_dir = old_dump
+        with tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp, targeting(target, tmp):
+            t0 = time.perf_counter()
+            compiled = cute.compile[cute.KeepPTX, cute.KeepCUBIN](gemm, *operands, stream)
+            seconds = time.perf_counter() - t0
             ptx = _artifact(compiled.artifacts.PTX, binary=False)
             cubin = _artifact(compiled.artifacts.CUBIN, binary=True)
         smem = getattr(gemm, "smem_bytes", None)

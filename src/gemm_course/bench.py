@@ -27,7 +27,6 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 from typing import Callable, Iterable, Optional
 
 from . import ladder

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect as _pyinspect
-import tempfile
 from typing import Callable, Optional
 
 import cutlass
@@ -40,14 +39,8 @@ from . import arch as _arch
 @contextlib.contextmanager
 def target(name: str = "sm_90a"):
     """Trace/compile for ``name`` (``sm_90a`` / ``sm_100a``): architecture-specific atoms check it."""
-    name = _arch.resolve_target(name)
-    dsl = _arch._dsl()
-    old = dsl.envar.arch if dsl.envar._arch else None
-    dsl.envar.arch = name
-    try:
-        yield name
-    finally:
-        dsl.envar.arch = old
+    with _arch.targeting(name) as resolved:
+        yield resolved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,15 +198,8 @@ def compile_tiny(target_name: str = "sm_90a") -> str:
     n = cute.sym_int32()
     x = make_fake_tensor(cutlass.Float32, (n,), stride=(1,), assumed_align=16)
     y = make_fake_tensor(cutlass.Float32, (n,), stride=(1,), assumed_align=16)
-    dsl = _arch._dsl()
-    with target(target_name), tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp:
-        old_dump = dsl.envar.dump_dir
-        dsl.envar.dump_dir = tmp
-        try:
-            compiled = cute.compile[cute.KeepPTX](_axpy, x, y, cutlass.Float32(2.0), make_fake_stream())
-        finally:
-            dsl.envar.dump_dir = old_dump
-        return _arch._artifact(compiled.artifacts.PTX, binary=False)
+    _, ptx = _arch.trace(_axpy, x, y, cutlass.Float32(2.0), make_fake_stream(), target=target_name, keep_ptx=True)
+    return ptx
 
 
 # ---------------------------------------------------------------------------------------------

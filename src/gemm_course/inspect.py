@@ -26,10 +26,10 @@ SASS_CLASSES = [
     ("shared memory", ("LDSM", "STSM", "LDS", "STS", "ATOMS", "LDGSTS")),
     ("barrier/sync", ("SYNCS", "BAR", "MEMBAR", "DEPBAR", "WARPSYNC", "BSYNC", "BSSY", "ERRBAR", "FENCE", "CCTL", "WARPGROUP")),
     ("global load/store", ("LDG", "STG", "RED", "ATOMG", "LD", "ST")),
-    ("SIMT FMA", ("FFMA", "HFMA2", "FMUL", "FADD")),
+    ("SIMT FMA", ("FFMA", "FHFMA", "HFMA2", "FMUL", "FADD")),
     ("type conversion", ("F2FP", "F2F", "I2F", "F2I")),
     ("integer/address math", ("IMAD", "IADD3", "LEA", "SHF", "LOP3", "IABS", "UIADD3", "UIMAD", "ULEA", "USHF", "ULOP3", "VIADD", "IMNMX", "SEL", "ISETP", "USEL", "UISETP", "PRMT", "USETMAXREG")),
-    ("moves/control", ("MOV", "UMOV", "S2R", "S2UR", "R2UR", "LDC", "ULDC", "BRA", "EXIT", "NOP", "CS2R", "SHFL", "VOTE", "ELECT", "PLOP3", "R2P", "P2R", "BMOV", "CALL", "RET", "YIELD", "ENDCOLLECTIVE", "ACQBULK", "UPRMT", "UBMSK", "UFLO", "POPC", "FLO", "MUFU", "FSETP", "FSEL", "FMNMX")),
+    ("moves/control", ("MOV", "UMOV", "S2R", "S2UR", "R2UR", "LDC", "LDCU", "ULDC", "BRA", "EXIT", "NOP", "CS2R", "SHFL", "VOTE", "ELECT", "PLOP3", "R2P", "P2R", "BMOV", "CALL", "RET", "YIELD", "ENDCOLLECTIVE", "ACQBULK", "UPRMT", "UBMSK", "UFLO", "POPC", "FLO", "MUFU", "FSETP", "FSEL", "FMNMX")),
 ]
 
 

@@ -230,6 +230,7 @@ _STEPS = [
             "cp.async.bulk.tensor",
             "mbarrier.try_wait",
         ),
+        knobs=(("tile_n", (64, 128, 256)), ("tile_k", (32, 64))),
     ),
     Step(
         3,
@@ -247,6 +248,7 @@ _STEPS = [
             "cp.async.bulk.tensor",
             "mbarrier.try_wait",
         ),
+        knobs=(("tile_n", (64, 128, 256)),),
     ),
 ]
 

@@ -109,7 +109,7 @@ def _byte_offsets(layout, elem_bits: int) -> List[List[int]]:
 @functools.lru_cache(maxsize=None)
 def _offsets_cached(step_key: str, operand: str, config) -> Tuple[np.ndarray, str]:
     import cutlass.cute as cute
-    from cutlass.cutlass_dsl import CuTeDSL
+    from . import arch
 
     build, bits, target = _layouts_factory(step_key, config)
     index = {"A": 0, "B": 1}[operand]
@@ -124,13 +124,7 @@ def _offsets_cached(step_key: str, operand: str, config) -> Tuple[np.ndarray, st
     def probe():
         evaluate()
 
-    dsl = CuTeDSL._get_dsl()
-    old_arch = dsl.envar.arch if dsl.envar._arch else None
-    dsl.envar.arch = target
-    try:
-        cute.compile(probe)
-    finally:
-        dsl.envar.arch = old_arch
+    arch.trace(probe, target=target)
     table = np.array(found["offsets"], dtype=np.int64)
     table.flags.writeable = False
     return table, found["text"]

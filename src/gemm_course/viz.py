@@ -178,7 +178,10 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
                         for num in numbers], fontsize=7)
     if log:
         ax.set_yscale("log")
-        ax.set_ylim(1, top * (30 if message else 4))
+        plotted = [r["tflops"]["min"] for r in list(have.values()) + list(live_by_step.values())]
+        plotted += [v for v in seed.values() if v]
+        bottom = min([1.0] + [v / 3 for v in plotted])  # the naive step sits near 1 TFLOP/s: keep it visible
+        ax.set_ylim(bottom, top * (30 if message else 4))
     else:
         ax.set_ylim(0, top * 1.25)
     ax.set_ylabel("TFLOP/s (BF16, higher is better)")

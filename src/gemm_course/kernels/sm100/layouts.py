@@ -27,18 +27,9 @@ def trace_static(fn: Callable[[], None], target: str = _TARGET) -> None:
 
     ``fn`` collects what it needs into Python objects while tracing; the compiled result is dropped.
     """
-    import cutlass.cute as cute
-
     from ... import arch
 
-    dsl = arch._dsl()
-    with arch._lock:
-        old_arch = dsl.envar.arch if dsl.envar._arch else None
-        dsl.envar.arch = target
-        try:
-            cute.compile(fn)
-        finally:
-            dsl.envar.arch = old_arch
+    arch.trace(fn, target=target)
 
 
 def _gemm(step, config):

@@ -23,7 +23,6 @@ Accepts: any M; N and K multiples of 8.
 
 import dataclasses
 
-import cutlass
 import cutlass.cute as cute
 
 from . import step06_warp_specialized as parent
