@@ -92,6 +92,19 @@ _MMA, _TMA, _SMEM, _BAR, _GMEM, _FMA, _TMEM = (
     "tensor memory",
 )
 
+_ANY_MN = "any M; N and K multiples of 8"
+_HOPPER_TMA = (_MMA, _TMA, _BAR, _GMEM)  # steps 2-3: TMA in, fragments straight out
+_HOPPER_TMA_STORE = (_MMA, _TMA, _BAR, _SMEM)  # step 4 on: the epilogue goes through shared memory
+_HOPPER_WS = ("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster")  # steps 7-10
+_BLACKWELL = (
+    "tcgen05.mma.cta_group::1",
+    "tcgen05.alloc",
+    "tcgen05.dealloc",
+    "tcgen05.ld",
+    "cp.async.bulk.tensor",
+    "mbarrier.try_wait",
+)
+
 _NAIVE = dict(
     number=1,
     module_name=f"{_K}.naive",
@@ -114,7 +127,7 @@ _STEPS = [
         "TMA loads tiles into shared memory on an mbarrier; one warpgroup issues wgmma "
         "64x256x16 four times per 64-wide K tile; the accumulator lives in registers",
         "M a multiple of tile_m, N a multiple of tile_n, K a multiple of 8 (TMA zero-fills the K tail)",
-        (_MMA, _TMA, _BAR, _GMEM),
+        _HOPPER_TMA,
         ptx_markers=("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait"),
         knobs=(("tile_n", (64, 128, 256)), ("tile_k", (32, 64))),
     ),
@@ -126,7 +139,7 @@ _STEPS = [
         "only the shared-memory layouts change: the 128-byte swizzle spreads each 8-row group "
         "of the tile across all 32 banks",
         "as step 2",
-        (_MMA, _TMA, _BAR, _GMEM),
+        _HOPPER_TMA,
         ptx_markers=("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait"),
         knobs=(("tile_n", (64, 128, 256)), ("tile_k", (64,))),
     ),
@@ -137,8 +150,8 @@ _STEPS = [
         "Epilogue through shared memory: stmatrix and a TMA store",
         "the accumulator goes to a shared-memory staging buffer with stmatrix, and the copy engine "
         "stores each 64x32 sub-tile with one TMA instruction (clipping partial tiles)",
-        "any M; N and K multiples of 8",
-        (_MMA, _TMA, _BAR, _SMEM),
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
         ptx_markers=("wgmma.mma_async", "stmatrix", "cp.async.bulk.tensor.2d.global.shared", "fence.proxy.async"),
         knobs=(("tile_n", (64, 128, 256)), ("epi_n", (16, 32, 64)), ("epi_stages", (1, 2, 4))),
     ),
@@ -149,8 +162,8 @@ _STEPS = [
         "Clusters with TMA multicast; a 128x256 tile on two warpgroups",
         "two consumer warpgroups share a 128x256 tile; 2x1 clusters multicast the shared B tile "
         "into both CTAs; full/empty barriers (CuTeDSL's PipelineTmaAsync) guard each stage",
-        "any M; N and K multiples of 8",
-        (_MMA, _TMA, _BAR, _SMEM),
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
         ptx_markers=("wgmma.mma_async", "multicast::cluster", "barrier.cluster", "stmatrix"),
         knobs=(("tile_n", (128, 256)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
@@ -161,8 +174,8 @@ _STEPS = [
         "Multistage pipeline, warp specialization, setmaxnreg",
         "four shared-memory stages; a producer warpgroup issues TMA while two consumer warpgroups "
         "issue wgmma (one batch in flight); setmaxnreg moves registers from producer to consumers",
-        "any M; N and K multiples of 8",
-        (_MMA, _TMA, _BAR, _SMEM),
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
         ptx_markers=("wgmma.mma_async", "setmaxnreg.dec", "setmaxnreg.inc", "multicast::cluster", "wgmma.wait_group.sync.aligned \t1;"),
         knobs=(("tile_n", (128, 256)), ("stages", (2, 3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
@@ -173,9 +186,9 @@ _STEPS = [
         "The epilogue overlaps the next tile's main loop",
         "each CTA computes two tiles; the producer streams the next tile's K tiles while the "
         "consumers run the epilogue, whose TMA stores complete asynchronously",
-        "any M; N and K multiples of 8",
-        (_MMA, _TMA, _BAR, _SMEM),
-        ptx_markers=("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster"),
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
+        ptx_markers=_HOPPER_WS,
         knobs=(("tiles_per_cta", (1, 2, 4)), ("stages", (3, 4))),
     ),
     Step(
@@ -184,9 +197,9 @@ _STEPS = [
         f"{_K}.sm90.step08_persistent",
         "Persistent kernel with a static tile scheduler",
         "one CTA per SM loops over cluster-tiles c, c+G, c+2G, ... in row-raster order",
-        "any M; N and K multiples of 8",
-        (_MMA, _TMA, _BAR, _SMEM),
-        ptx_markers=("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster"),
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
+        ptx_markers=_HOPPER_WS,
         knobs=(("stages", (3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
     Step(
@@ -196,9 +209,9 @@ _STEPS = [
         "Thread-block swizzle: grouped raster order for L2 reuse",
         "the scheduler walks bands of `group` tile-rows column by column, so a wave of tiles "
         "touches fewer A and B panels",
-        "any M; N and K multiples of 8",
-        (_MMA, _TMA, _BAR, _SMEM),
-        ptx_markers=("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster"),
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
+        ptx_markers=_HOPPER_WS,
         knobs=(("group", (1, 2, 4, 8, 16)),),
     ),
     Step(
@@ -208,9 +221,9 @@ _STEPS = [
         "Tile order along a generalized Hilbert curve (Gilbert)",
         "the scheduler maps each cluster-tile index to (m, n) along a Gilbert curve computed in "
         "the kernel, keeping every wave of tiles compact in both directions",
-        "any M; N and K multiples of 8",
-        (_MMA, _TMA, _BAR, _SMEM),
-        ptx_markers=("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster"),
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
+        ptx_markers=_HOPPER_WS,
         knobs=(("stages", (3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
     Step(
@@ -222,14 +235,7 @@ _STEPS = [
         "the fp32 accumulator lives in tensor memory and the epilogue reads it with tcgen05.ld",
         "M a multiple of 64, N a multiple of 256, K a multiple of 8",
         (_MMA, _TMA, _TMEM, _BAR, _GMEM),
-        ptx_markers=(
-            "tcgen05.mma.cta_group::1",
-            "tcgen05.alloc",
-            "tcgen05.dealloc",
-            "tcgen05.ld",
-            "cp.async.bulk.tensor",
-            "mbarrier.try_wait",
-        ),
+        ptx_markers=_BLACKWELL,
         knobs=(("tile_n", (64, 128, 256)), ("tile_k", (32, 64))),
     ),
     Step(
@@ -240,14 +246,7 @@ _STEPS = [
         "only the shared-memory layouts change, to the 128-byte swizzle",
         "as step 2",
         (_MMA, _TMA, _TMEM, _BAR, _GMEM),
-        ptx_markers=(
-            "tcgen05.mma.cta_group::1",
-            "tcgen05.alloc",
-            "tcgen05.dealloc",
-            "tcgen05.ld",
-            "cp.async.bulk.tensor",
-            "mbarrier.try_wait",
-        ),
+        ptx_markers=_BLACKWELL,
         knobs=(("tile_n", (64, 128, 256)),),
     ),
 ]

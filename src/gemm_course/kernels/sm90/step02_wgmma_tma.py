@@ -68,6 +68,7 @@ class Gemm:
     def __init__(self, config: Config):
         self.config = config
         self.tile_mnk = (config.tile_m, config.tile_n, config.tile_k)
+        self.mma_warpgroups = 1
 
     # ---- shared-memory layouts: the one thing step 3 changes -------------------------------
 
@@ -84,18 +85,22 @@ class Gemm:
 
     # ---- host side ----------------------------------------------------------------------------
 
-    def make_mainloop_operands(self, mA: cute.Tensor, mB: cute.Tensor):
-        """The tiled MMA, the A/B shared-memory layouts, and a TMA load atom per operand."""
-        bm, bn, bk = self.tile_mnk
-        tiled_mma = sm90_utils.make_trivial_tiled_mma(
+    def make_tiled_mma(self):
+        """wgmma 64 x tile_n x 16, bf16 in, fp32 out, both operands K-major; one per warpgroup along M."""
+        return sm90_utils.make_trivial_tiled_mma(
             AB_DTYPE,
             AB_DTYPE,
             cute.nvgpu.OperandMajorMode.K,
             cute.nvgpu.OperandMajorMode.K,
             ACC_DTYPE,
-            atom_layout_mnk=(1, 1, 1),
-            tiler_mn=(64, bn),
+            atom_layout_mnk=(self.mma_warpgroups, 1, 1),
+            tiler_mn=(64, self.tile_mnk[1]),
         )
+
+    def make_mainloop_operands(self, mA: cute.Tensor, mB: cute.Tensor):
+        """The tiled MMA, the A/B shared-memory layouts, and a TMA load atom per operand."""
+        bm, bn, bk = self.tile_mnk
+        tiled_mma = self.make_tiled_mma()
         a_smem_layout, b_smem_layout = self.make_smem_layouts()
         tma_atom_a, tma_tensor_a = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), mA, a_smem_layout, (bm, bk)

@@ -28,7 +28,6 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
 from . import step04_tma_store as parent
@@ -97,15 +96,7 @@ class Gemm(parent.Gemm):
     def make_mainloop_operands(self, mA: cute.Tensor, mB: cute.Tensor):
         """Two warpgroups along M, staged layouts, and multicast TMA where the cluster shares a tile."""
         bm, bn, bk = self.tile_mnk
-        tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            AB_DTYPE,
-            AB_DTYPE,
-            cute.nvgpu.OperandMajorMode.K,
-            cute.nvgpu.OperandMajorMode.K,
-            ACC_DTYPE,
-            atom_layout_mnk=(self.mma_warpgroups, 1, 1),
-            tiler_mn=(64, bn),
-        )
+        tiled_mma = self.make_tiled_mma()  # step 2's, now with self.mma_warpgroups = 2
         a_smem_layout, b_smem_layout = self.make_smem_layouts()
 
         def tma_load(tensor, smem_layout, tile, num_multicast):
