@@ -124,7 +124,11 @@ def cmd_bench(args):
 
     steps = [ladder.get(s) for s in args.steps]
     shapes = _shapes(args.shapes)
-    command = "gemm-course " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    argv = sys.argv[1:]
+    if "--out" in argv:  # where the file went is not provenance, and may be a machine's path
+        i = argv.index("--out")
+        argv = argv[:i + 1] + ["$OUT"] + argv[i + 2:]
+    command = "gemm-course " + " ".join(shlex.quote(a) if a != "$OUT" else a for a in argv)
     env = bench.environment()
     records = []
     jobs = [(s, sh) for s in steps for sh in shapes]
