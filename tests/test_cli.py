@@ -1,0 +1,46 @@
+"""The command line on a machine without a GPU: doctor, list, inspect, and its refusals."""
+
+import pytest
+
+from gemm_course import cli
+
+
+def test_doctor_lists_every_step(capsys):
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "nvdisasm" in out and "cuobjdump" in out
+    for key in ("sm90/1", "sm90/10", "sm100/2", "sm100/3"):
+        assert key in out
+
+
+@pytest.mark.parametrize("step,arch,mma", [("sm90/3", "sm_90a", "HGMMA"), ("sm100/2", "sm_100a", "UTCHMMA")])
+def test_inspect_prints_resources_and_mix(capsys, step, arch, mma):
+    assert cli.main(["inspect", step, "--arch", arch, "--sass"]) == 0
+    out = capsys.readouterr().out
+    assert "registers/thread" in out and "shared memory/CTA" in out
+    assert "tensor-core MMA" in out and mma in out
+
+
+def test_inspect_with_a_config(capsys):
+    assert cli.main(["inspect", "sm90/2", "--config", "tile_n=128"]) == 0
+    assert "tile_n=128" in capsys.readouterr().out
+
+
+def test_invalid_config_is_refused():
+    with pytest.raises(SystemExit, match="tile_n must be 64, 128 or 256"):
+        cli.main(["inspect", "sm90/2", "--config", "tile_n=96"])
+
+
+def test_unknown_field_is_refused():
+    with pytest.raises(SystemExit, match="no config field 'tiles'"):
+        cli.main(["inspect", "sm90/2", "--config", "tiles=2"])
+
+
+def test_unknown_step(capsys):
+    assert cli.main(["inspect", "sm90/42"]) == 2
+    assert "the ladder has" in capsys.readouterr().err
+
+
+def test_list(capsys):
+    assert cli.main(["list", "--arch", "sm90"]) == 0
+    assert capsys.readouterr().out.count("adds:") == 10
