@@ -26,7 +26,7 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-import cutlass.utils as utils
+import cutlass.tensor_utils as tensor_utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync
 
@@ -64,7 +64,7 @@ class Gemm(parent.Gemm):
     def make_epilogue_operands(self, mC: cute.Tensor):
         """The epilogue's staging layout in shared memory and its TMA store atom."""
         epi_tile = (self.tile_mnk[0], self.config.epi_n)
-        c_layout = utils.LayoutEnum.from_tensor(mC)
+        c_layout = tensor_utils.LayoutEnum.from_tensor(mC)
         epi_smem_layout = sm90_utils.make_smem_layout_epi(C_DTYPE, c_layout, epi_tile, self.config.epi_stages)
         tma_atom_c, tma_tensor_c = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileS2GOp(), mC, cute.slice_(epi_smem_layout, (None, None, 0)), epi_tile
