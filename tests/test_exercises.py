@@ -123,3 +123,134 @@ def test_wavefronts_check_agrees_with_the_bank_model():
             n = sim.conflicts(sim.offsets(layout), pattern).wavefronts
             assert "right" in exercises.check_wavefronts(layout, pattern, n)
             _wrong(exercises.check_wavefronts, layout, pattern, n + 1)
+
+
+def test_attempt_passes_options_to_the_check(capsys):
+    assert exercises.attempt(exercises.check_ctas_per_sm, "sm90/5", ..., tile_m=64) is None
+    assert exercises.attempt(exercises.check_ctas_per_sm, "sm90/5", 3, tile_m=64) is True
+
+
+# ---- chapters 4-10: facts from the Hopper steps' own objects ------------------------------------
+
+
+def test_kernel_objects_read_the_traced_host_objects():
+    four = exercises.kernel_objects("sm90/4")
+    assert four["tile"] == (64, 256, 64) and four["threads"] == 128 and four["cluster"] == (1, 1)
+    assert four["epi_smem_shape"] == (64, 32, 2) and four["tma_c_elements"] == 64 * 32
+    assert four["tma_c_op"] == "CopyBulkTensorTileS2GOp"
+    five = exercises.kernel_objects("sm90/5")
+    assert five["cluster"] == (2, 1) and five["threads"] == 256 and five["a_smem_shape"] == (128, 64, 1)
+    assert five["tma_b_op"].endswith("MulticastOp") and not five["tma_a_op"].endswith("MulticastOp")
+    assert exercises.kernel_objects("sm90/6")["a_smem_shape"] == (128, 64, 4)
+
+
+# ---- chapter 4 ----------------------------------------------------------------------------------
+
+
+def test_tma_stores_and_staging_bytes_checks():
+    assert "4 TMA stores" in exercises.check_tma_stores(64, 4)
+    _wrong(exercises.check_tma_stores, 64, 8, match="Hint")
+    _wrong(exercises.check_tma_stores, 48, 5, match="not a valid choice")
+    assert "4096 B" in exercises.check_staging_bytes(64 * 32 * 2)
+    _wrong(exercises.check_staging_bytes, 64 * 32 * 2 * 2, match="Hint")
+
+
+# ---- chapter 5 ----------------------------------------------------------------------------------
+
+
+def test_ctas_per_sm_check_compiles_and_counts():
+    assert "limited by registers" in exercises.check_ctas_per_sm("sm90/4", 3)
+    assert "1 CTA(s)" in exercises.check_ctas_per_sm("sm90/5", 1)
+    assert exercises.occupancy_of("sm90/5")["k_tiles_in_flight"] == 1
+    assert exercises.occupancy_of("sm90/6")["k_tiles_in_flight"] == 4
+    _wrong(exercises.check_ctas_per_sm, "sm90/5", 2, match="65536")
+
+
+def test_b_bytes_per_cta_check():
+    assert "16384 B" in exercises.check_b_bytes_per_cta(2, 256 * 64 * 2 // 2)
+    assert "no multicast" in exercises.check_b_bytes_per_cta(1, 256 * 64 * 2)
+    _wrong(exercises.check_b_bytes_per_cta, 2, 256 * 64 * 2, match="slice")
+
+
+# ---- chapter 6 ----------------------------------------------------------------------------------
+
+
+def test_max_stages_and_register_split_checks():
+    assert "4 stages" in exercises.check_max_stages(256, 4)
+    assert "6 stages" in exercises.check_max_stages(128, 6)
+    _wrong(exercises.check_max_stages, 256, 5, match="227 KiB")
+    assert "64512" in exercises.check_consumer_registers(40, 232)
+    assert "right" in exercises.check_consumer_registers(24, 240)
+    _wrong(exercises.check_consumer_registers, 40, 224, match="so does 232")
+    _wrong(exercises.check_consumer_registers, 40, 236, match="not a valid split")
+
+
+# ---- chapter 7 ----------------------------------------------------------------------------------
+
+
+def test_grid_ctas_check_uses_the_steps_grid():
+    assert "256 CTAs" in exercises.check_grid_ctas(2, 4096, 256)
+    assert "128 CTAs" in exercises.check_grid_ctas(4, 4096, 128)
+    _wrong(exercises.check_grid_ctas, 4, 4096, 512, match="Hint")
+
+
+# ---- chapter 8 ----------------------------------------------------------------------------------
+
+
+def test_persistent_schedule_checks():
+    sched = exercises.step_schedule("sm90/8", 4096, 4096)
+    assert sched["tiles"] == 256 and sched["clusters"] == 66 and sched["waves"] == 4
+    assert "4 of the 256" in exercises.check_persistent_tiles(4096, 0, 4)
+    assert "right" in exercises.check_persistent_tiles(4096, 65, 3)
+    _wrong(exercises.check_persistent_tiles, 4096, 65, 4, match="Hint")
+    assert "8 clusters idle" in exercises.check_idle_clusters(4096, 8)
+    assert "32 clusters idle" in exercises.check_idle_clusters(8192, 32)
+    _wrong(exercises.check_idle_clusters, 4096, 0, match="remainder")
+
+
+def test_later_steps_schedule_every_tile_once_in_their_order():
+    from gemm_course import tile_order
+
+    grouped = exercises.step_schedule("sm90/9", 8192, 4096)
+    assert (grouped["owner"] >= 0).all() and grouped["tiles"] == 32 * 16
+    gilbert = exercises.step_schedule("sm90/10", 4096, 8192, cluster_tile=tile_order.gilbert_tile)
+    first = [tuple(int(v) for v in pos) for pos in zip(*((gilbert["wave"] == 0) & (gilbert["owner"] == 0)).nonzero())]
+    assert first == [tile_order.gilbert(16, 32)[0]]
+
+
+# ---- chapter 9 ----------------------------------------------------------------------------------
+
+
+def test_wave_panels_check():
+    assert "3 A panels and 32 B panels" in exercises.check_wave_panels("row", 32, 32, 3, 32)
+    assert "8 A panels and 9 B panels" in exercises.check_wave_panels("grouped", 32, 32, 8, 9)
+    _wrong(exercises.check_wave_panels, "grouped", 32, 32, 3, 32, match="Hint")
+
+
+# ---- chapter 10 ---------------------------------------------------------------------------------
+
+
+def test_gilbert_tile_check():
+    from gemm_course import tile_order
+
+    for i in (0, 5, 100, 255):
+        assert "right" in exercises.check_gilbert_tile(16, 16, i, tile_order.gilbert(16, 16)[i])
+    _wrong(exercises.check_gilbert_tile, 16, 16, 5, (0, 5), match="Hint")
+
+
+def test_sweep_geomean_check_reads_the_newest_sweep(tmp_path):
+    import dataclasses
+    import math
+
+    from gemm_course import bench, ladder
+
+    def rec(ratio, date):
+        return {"schema": 1, "kind": "bench", "step": "sm90/10", "config": dataclasses.asdict(ladder.get("sm90/10").default),
+                "shape": {"m": 4096, "n": 4096, "k": 4096}, "date": date, "ratio_to_cublas": ratio}
+
+    bench.write_records([rec(0.5, "2030-01-01")], "sweep", out_dir=str(tmp_path / "results" / "g" / "a"))
+    bench.write_records([rec(0.8, "2030-02-01"), rec(1.25, "2030-02-01")], "sweep", out_dir=str(tmp_path / "results" / "g" / "b"))
+    records = bench.load_records(str(tmp_path / "results"))
+    assert "over 2 shapes" in exercises.check_sweep_geomean(math.sqrt(0.8 * 1.25), records=records)
+    _wrong(exercises.check_sweep_geomean, (0.8 + 1.25) / 2, "sm90/10", records, match="exp")
+    _wrong(exercises.check_sweep_geomean, 1.0, "sm90/10", [], match="no sweep")

@@ -228,3 +228,149 @@ def test_tile_explorer_drives_without_a_browser():
 def test_timing_html_reports_the_ratio_to_cublas():
     text = widgets.timing_html(_record("sm90/3", 100.0, 400.0, "2030-01-01T00:00:00"))
     assert "100.0 TFLOP/s" in text and "400.0 TFLOP/s" in text and "25.0%" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters 4-10
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ladder_bars_highlight_outlines_the_chapters_steps(tmp_path):
+    recs = _write(tmp_path, {"a": [_record("sm90/3", 50.0, 400.0, "2030-01-01T00:00:00"),
+                                   _record("sm90/4", 60.0, 400.0, "2030-01-01T00:00:01")]})
+    fig = viz.ladder_bars(recs, highlight=(4,), log=False)
+    outlined = [p.get_height() for p in fig.axes[0].patches if p.get_width() < 1 and p.get_linewidth() > 2]
+    assert outlined == [60.0]
+    bold = [t.get_text().split("\n")[0] for t in fig.axes[0].get_xticklabels() if t.get_fontweight() == "bold"]
+    assert bold == ["step 4"] and "Outlined: step 4." in fig.caption
+    only = viz.ladder_bars(recs, highlight=(4,), log=False, numbers=(4, 5))
+    assert [h for h, hatched in _bars(only)] == [60.0]  # step 3 and the seed's bars left out
+    assert [t.get_text().split("\n")[0] for t in only.axes[0].get_xticklabels()] == ["step 4", "step 5"]
+    assert only.legends and not only.axes[0].get_legend()  # the legend sits above the axes
+
+
+def test_step_table_and_spread_verdict_are_generated_from_records(tmp_path):
+    old = _record("sm90/6", 100.0, 200.0, "2030-01-01T00:00:00")
+    old["tflops"].update(p10=95.0, p90=105.0)
+    recs = _write(tmp_path, {"a": [old, _record("sm90/7", 103.0, 200.0, "2030-01-01T00:00:01"),
+                                   _record("sm90/7", 120.0, 200.0, "2030-01-01T00:00:02", shape=8192)]})
+    table = viz.step_table(recs, ("sm90/6", "sm90/7"))
+    assert "| sm90/6 | 100 TFLOP/s (95-105), 0.50 of cuBLAS | no record |" in table
+    assert "x1.03 vs sm90/6" in table and "| sm90/7 |" in table
+    verdict = viz.spread_verdict(recs, "sm90/7", "sm90/6")
+    assert "4096^3: sm90/7's median is inside sm90/6's p10-p90 range (ratio of medians 1.030)" in verdict
+    assert "8192^3: no record of sm90/6 yet" in verdict
+
+
+def test_opcode_families_count_by_base_opcode():
+    ops = {"STG.E": 64, "STSM.16.M88.4": 16, "UTMASTG.2D": 8, "STS": 3}
+    counts = viz.opcode_family_counts(ops, {"global": ("STG",), "stmatrix": ("STSM",), "tma": ("UTMASTG",)})
+    assert counts == {"global": 64, "stmatrix": 16, "tma": 8}
+    fig = viz.opcode_families({"a": ops, "b": {"STG.E": 2}}, {"global": ("STG",), "stmatrix": ("STSM",)})
+    heights = sorted(p.get_height() for p in fig.axes[0].patches)
+    assert heights == [0, 2, 16, 64]
+
+
+def test_epilogue_path_draws_one_subtile_per_store():
+    fig = viz.epilogue_path(64, 256, 64, 32, 2, 128, 16, 8)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert len(texts) == 8 and texts[3].startswith("sub-tile 3") and "buffer 1" in texts[3]
+    assert "2 stmatrix per thread per sub-tile" in fig.caption
+    with pytest.raises(ValueError):
+        viz.epilogue_path(64, 256, 64, 48, 2, 128, 16, 8)
+
+
+def test_occupancy_arithmetic():
+    four = viz.occupancy(154, 128, 51200)  # step 4: 160 regs x 32 = 5120 per warp -> 12 warps -> 3 CTAs
+    assert four["registers_per_warp"] == 5120 and four["ctas"] == 3 and four["limiter"] == ["registers"]
+    assert four["limits"]["shared memory"] == (228 * 1024) // (51200 + 1024)
+    five = viz.occupancy(154, 256, 67584)
+    assert five["ctas"] == 1 and five["warps_per_sm"] == 8
+    six = viz.occupancy(168, 384, 215040, stages=4)
+    assert six["ctas"] == 1 and set(six["limiter"]) == {"registers", "shared memory"} and six["k_tiles_in_flight"] == 4
+    assert viz.occupancy(32, 128, 228 * 1024)["limits"]["shared memory"] == 0  # more than a CTA may have
+    fig = viz.occupancy_bars({"four": four, "five": five})
+    assert "65536 registers" in fig.caption and "quoted" in fig.caption
+
+
+def test_cluster_multicast_splits_the_shared_tile():
+    fig = viz.cluster_multicast(2, 1, 128, 256, 64)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert "B rows 0-127\nloaded by CTA 0" in texts and "B rows 128-255\nloaded by CTA 1" in texts
+    assert "16 KiB of B" in fig.axes[0].get_title()
+    with pytest.raises(ValueError):
+        viz.cluster_multicast(3, 1, 128, 256, 64)
+
+
+def test_pipeline_model_follows_the_protocol():
+    serial = viz.pipeline_model(1, 4, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
+    loads = [e for e in serial["events"] if e["kind"] == "load"]
+    mmas = [e for e in serial["events"] if e["kind"] == "mma"]
+    assert [e["start"] for e in loads] == [0.0, 4.0, 8.0, 12.0]  # each load waits for the previous release
+    assert [e["start"] for e in mmas] == [e["end"] for e in loads]  # and the MMA waits for its load
+    assert serial["mma_busy"] == pytest.approx(4 / 16)
+    deep = viz.pipeline_model(4, 8, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
+    assert deep["span"] == pytest.approx(3.0 + 8 * 1.0)  # after the fill the tensor cores never wait
+    for e in deep["events"]:
+        if e["kind"] == "mma":
+            load = next(ld for ld in deep["events"] if ld["kind"] == "load" and ld["label"] == e["label"])
+            assert e["start"] >= load["end"]
+    two_ctas = viz.pipeline_model(4, 6, tiles_per_cta=1, ctas=2)
+    one_cta = viz.pipeline_model(4, 6, tiles_per_cta=2, ctas=1)
+    assert one_cta["span"] < two_ctas["span"] and len(two_ctas["cta_ends"]) == 1
+    assert sum(e["kind"] == "epilogue" for e in one_cta["events"]) == 2
+    with pytest.raises(ValueError):
+        viz.pipeline_model(0, 4)
+    fig = viz.pipeline_timeline({"a": serial, "b": deep})
+    assert "not a measurement" in fig.caption and len(fig.axes) == 2
+
+
+def test_register_split_totals():
+    fig = viz.register_split(168, 128, 40, 256, 232)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert "total 64512" in texts and "128 x 40\n= 5120" in texts and "65536 registers per SM" in texts
+
+
+def test_persistent_schedule_covers_every_tile_once():
+    s = viz.persistent_schedule(4, 5, 6, tile_order.row_tile)
+    assert s["tiles"] == 20 and s["clusters"] == 6 and s["waves"] == 4
+    assert s["tiles_per_cluster"] == [4, 4, 3, 3, 3, 3] and s["last_wave_tiles"] == 2 and s["idle_in_last_wave"] == 4
+    assert s["owner"][0, 0] == 0 and s["owner"][1, 1] == 0 and s["wave"][1, 1] == 1  # tile 6 = cluster 0's second
+    small = viz.persistent_schedule(2, 2, 66, tile_order.row_tile)
+    assert small["clusters"] == 4 and small["waves"] == 1 and small["idle_in_last_wave"] == 0
+    with pytest.raises(ValueError, match="twice"):
+        viz.persistent_schedule(2, 2, 2, lambda i, m, n: (0, 0))
+    fig = viz.persistent_grid(s)
+    assert "4 clusters are idle" in fig.caption and len(fig.axes) == 2
+
+
+def test_l2_panels_draws_the_model():
+    from gemm_course import sim
+
+    traffic = sim.compare_orders(8, 8, kinds=("row", "grouped"), group=2, sms=16, tile_m=256, tile_n=256, k=1024)
+    fig = viz.l2_panels(traffic, title="t")
+    labels = [t.get_text() for t in fig.axes[1].texts]
+    assert labels == [f"{t.bytes / 1e9:.2f} GB" for t in traffic.values()]
+    assert "not a measurement" in fig.caption
+
+
+def _sweep_record(m, n, k, ratio, date):
+    rec = _record("sm90/10", 700.0 * ratio, 700.0, date)
+    rec["shape"] = {"m": m, "n": n, "k": k}
+    return rec
+
+
+def test_latest_sweep_and_sweep_ratios(tmp_path):
+    old = [_sweep_record(4096, 4096, 4096, 0.5, "2030-01-01T00:00:00")]
+    new = [_sweep_record(4096, 4096, 4096, 0.9, "2030-02-01T00:00:00"),
+           _sweep_record(8192, 4096, 4096, 1.0, "2030-02-01T00:00:01")]
+    recs = _write(tmp_path, {"old_sweep": old, "new_sweep": new, "ladder": [_record("sm90/10", 1.0, 2.0, "2030-03-01")]})
+    sweep = viz.latest_sweep(recs, "sm90/10")
+    assert sorted(r["ratio_to_cublas"] for r in sweep) == pytest.approx([0.9, 1.0])
+    assert viz.geomean([r["ratio_to_cublas"] for r in sweep]) == pytest.approx((0.9 * 1.0) ** 0.5)
+    fig = viz.sweep_ratios(recs, "sm90/10")
+    assert sorted(round(y, 6) for y in fig.axes[0].collections[1].get_offsets()[:, 1]) == [0.9, 1.0]
+    assert "geometric mean 0.949" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "Synthetic GPU" in fig.caption
+    empty = viz.sweep_ratios(_write(tmp_path / "none", {}), "sm90/10")
+    assert "No sweep" in empty.caption

@@ -6,6 +6,17 @@ Chapter 0: :func:`check_column_major_stride`, :func:`check_offset`
 Chapter 1: :func:`check_naive_loads_per_fma`, :func:`check_gemm_intensity`
 Chapter 2: :func:`check_mma_per_k_tile`, :func:`check_accumulator_owner`
 Chapter 3: :func:`check_swizzled_chunk`, :func:`check_wavefronts`
+Chapter 4: :func:`check_tma_stores`, :func:`check_staging_bytes`
+Chapter 5: :func:`check_ctas_per_sm`, :func:`check_b_bytes_per_cta`
+Chapter 6: :func:`check_max_stages`, :func:`check_consumer_registers`
+Chapter 7: :func:`check_grid_ctas`
+Chapter 8: :func:`check_persistent_tiles`, :func:`check_idle_clusters`
+Chapter 9: :func:`check_wave_panels`
+Chapter 10: :func:`check_gilbert_tile`, :func:`check_sweep_geomean`
+
+Helpers the chapters share with their checks: :func:`kernel_objects` (facts read from a step's
+traced host objects), :func:`occupancy_of` (CTAs per SM of a compiled step), :func:`problem_shape`,
+:func:`step_schedule` (a persistent step's static schedule, from its own scheduler functions).
 """
 
 from __future__ import annotations
@@ -14,8 +25,8 @@ import functools
 import math
 
 
-def attempt(check, *answers):
-    """Run ``check(*answers)`` and print its verdict; a ``...`` answer means "not answered yet".
+def attempt(check, *answers, **options):
+    """Run ``check(*answers, **options)`` and print its verdict; a ``...`` answer means "not answered yet".
 
     Returns True (right), False (wrong: the hint is printed) or None (not answered yet), so a
     notebook cell with an unanswered exercise still runs.
@@ -24,7 +35,7 @@ def attempt(check, *answers):
         print(f"{check.__name__}: replace each ... with your answer and run the cell again.")
         return None
     try:
-        print(check(*answers))
+        print(check(*answers, **options))
         return True
     except AssertionError as e:
         print(f"{check.__name__}: {e}")
@@ -181,3 +192,284 @@ def check_wavefronts(layout: str, pattern: str, wavefronts: int) -> str:
         "takes as many wavefronts as the busiest bank has distinct words."
     )
     return f"right: a {pattern} access on {layout} takes {actual} wavefront{'s' if actual > 1 else ''}"
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters 4-10: facts read from the Hopper steps' own objects
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_objects(step_key: str, config) -> dict:
+    import cutlass.cute as cute
+
+    from .cute_basics import trace_kernel
+
+    def read(objs):
+        out = {"tile": tuple(objs["gemm"].tile_mnk), "threads": objs["gemm"].threads,
+               "cluster": tuple(getattr(objs["gemm"], "cluster_shape_mnk", (1, 1, 1))[:2])}
+        for name in ("a", "b"):
+            layout = objs[f"{name}_smem_layout"]
+            out[f"{name}_smem_shape"] = tuple(cute.size(layout, mode=[i]) for i in range(cute.rank(layout)))
+        if "epi_smem_layout" in objs:
+            layout = objs["epi_smem_layout"]
+            out["epi_smem_shape"] = tuple(cute.size(layout, mode=[i]) for i in range(cute.rank(layout)))
+        for name in ("a", "b", "c"):
+            atom = objs.get(f"tma_atom_{name}")
+            if atom is not None:
+                out[f"tma_{name}_elements"] = cute.size(atom.layout_src_tv, mode=[1])
+                out[f"tma_{name}_op"] = type(atom.op).__name__
+        return out
+
+    return trace_kernel(step_key, read, config)
+
+
+def kernel_objects(step, config=None) -> dict:
+    """Facts about a Hopper step read from the objects its host code builds (traced on the CPU):
+
+    ``tile`` (bM, bN, bK), ``threads``, ``cluster`` (cluster_m, cluster_n), the shared-memory
+    shapes of A and B (rows, K, stages) and of the epilogue's staging buffers (rows, cols,
+    buffers), and for each TMA atom its operation (``tma_b_op``: ``CopyBulkTensorTileG2SMulticastOp``
+    when it multicasts) and the elements of the tile it covers (``tma_b_elements``: for a multicast
+    atom, the whole tile the cluster shares; each CTA's partition issues a slice of it).
+    """
+    from . import ladder
+
+    s = ladder.get(step)
+    return dict(_kernel_objects(s.key, s.default if config is None else config))
+
+
+def occupancy_of(step, config=None) -> dict:
+    """CTAs per SM of a compiled step (:func:`gemm_course.viz.occupancy` of its registers, threads,
+    shared memory and stages)."""
+    from . import arch, inspect, ladder, viz
+
+    s = ladder.get(step)
+    config = s.default if config is None else config
+    rep = inspect.report(arch.compile_step(s, config, "sm_90a"))
+    facts = kernel_objects(s, config)
+    stages = facts["a_smem_shape"][2] if len(facts["a_smem_shape"]) > 2 else 1
+    return viz.occupancy(rep.resources.registers, facts["threads"], rep.smem_bytes, stages)
+
+
+def problem_shape(m: int, n: int):
+    """A stand-in for C with only a shape, so that a step's host-side index math (``grid``,
+    ``cluster_grid``) can be evaluated with Python ints."""
+    import types
+
+    return types.SimpleNamespace(shape=(m, n))
+
+
+def step_schedule(step, m: int, n: int, cluster_tile=None) -> dict:
+    """The static schedule of a persistent step at an m x n output (:func:`gemm_course.viz.persistent_schedule`),
+    from the step's own ``cluster_grid``, ``max_clusters`` (the grid size) and ``cluster_tile``.
+
+    ``cluster_tile``: override the step's mapping. Step 10's kernel calls a ``cute.jit`` copy of
+    :func:`gemm_course.tile_order.gilbert_tile` (it only runs traced), so pass the plain function for it.
+    """
+    from . import ladder, viz
+
+    s = ladder.get(step)
+    gemm = s.load().Gemm(s.default)
+    clusters_m, clusters_n = gemm.cluster_grid(problem_shape(m, n))
+    return viz.persistent_schedule(clusters_m, clusters_n, gemm.max_clusters, cluster_tile or gemm.cluster_tile)
+
+
+# ---- chapter 4 ----------------------------------------------------------------------------------
+
+
+def check_tma_stores(epi_n: int, stores: int) -> str:
+    """How many TMA stores does step 4 issue per output tile with sub-tiles ``epi_n`` columns wide?
+    Compiled and counted in the PTX."""
+    from . import arch, inspect, ladder
+
+    s = ladder.get("sm90/4")
+    config = s.config(epi_n=epi_n)
+    ok, why = s.check_config(config)
+    assert ok, f"epi_n={epi_n} is not a valid choice: {why}"
+    actual = inspect.ptx_count(arch.compile_step(s, config, "sm_90a").ptx, "cp.async.bulk.tensor.2d.global.shared")
+    assert stores == actual, (
+        f"the compiled PTX with epi_n={epi_n} has {actual} TMA stores per tile, not {stores}. Hint: one store per "
+        f"sub-tile, and the tile is {config.tile_n} columns wide."
+    )
+    return f"right: {config.tile_n} / {epi_n} = {actual} TMA stores per tile"
+
+
+def check_staging_bytes(nbytes: int, step: str = "sm90/4") -> str:
+    """How many bytes of shared memory does one epilogue staging buffer of the step take?"""
+    facts = kernel_objects(step)
+    rows, cols, _ = facts["epi_smem_shape"]
+    actual = rows * cols * 2
+    assert nbytes == actual, (
+        f"not {nbytes} B. Hint: a buffer holds one sub-tile of bf16 (2 bytes each); the kernel's staging layout "
+        f"has {facts['epi_smem_shape'][2]} buffers."
+    )
+    return f"right: {rows} x {cols} bf16 = {actual} B per staging buffer"
+
+
+# ---- chapter 5 ----------------------------------------------------------------------------------
+
+
+def check_ctas_per_sm(step, ctas: int, **config_changes) -> str:
+    """How many CTAs of ``step`` (with ``config_changes``) fit on one SM? Compiled, then counted
+    against the SM's registers, shared memory and warps (:func:`gemm_course.viz.occupancy`)."""
+    from . import ladder
+
+    s = ladder.get(step)
+    config = s.config(**config_changes)
+    occ = occupancy_of(s, config)
+    assert ctas == occ["ctas"], (
+        f"not {ctas}. The compiled kernel uses {occ['registers']} registers per thread for {occ['threads']} threads and "
+        f"{occ['smem_bytes']} B of shared memory. Hint: a warp's registers are allocated in units of 256, an SM has "
+        "65536 registers and 228 KiB of shared memory (1 KiB reserved per CTA)."
+    )
+    return f"right: {occ['ctas']} CTA(s) per SM, limited by {' and '.join(occ['limiter'])}"
+
+
+def check_b_bytes_per_cta(cluster_m: int, nbytes: int) -> str:
+    """With clusters of ``cluster_m`` x 1, how many bytes of B does each CTA's TMA copy per K tile?"""
+    from . import ladder
+
+    s = ladder.get("sm90/5")
+    facts = kernel_objects(s, s.config(cluster_m=cluster_m))
+    _, bn, bk = facts["tile"]
+    cm = facts["cluster"][0]
+    actual = bn * bk * 2 // cm
+    assert nbytes == actual, (
+        f"not {nbytes} B. Hint: the B tile is {bn} x {bk} bf16 (2 bytes each), and the {cm} CTA(s) of a cluster "
+        "column each load an equal slice of it."
+    )
+    how = f"multicast ({facts['tma_b_op']})" if cm > 1 else f"no multicast ({facts['tma_b_op']})"
+    return f"right: {bn} x {bk} x 2 B / {cm} = {actual} B of B per CTA per K tile, {how}"
+
+
+# ---- chapter 6 ----------------------------------------------------------------------------------
+
+
+def check_max_stages(tile_n: int, stages: int) -> str:
+    """The most shared-memory stages step 6 accepts with ``tile_n`` (its ``check_config``)."""
+    from . import ladder
+
+    s = ladder.get("sm90/6")
+    valid = [n for n in range(1, 33) if s.check_config(s.config(tile_n=tile_n, stages=n))[0]]
+    assert valid, f"no stage count is valid with tile_n={tile_n}"
+    actual = max(valid)
+    assert stages == actual, (
+        f"not {stages}. Hint: a stage holds (tile_m + tile_n) x 64 bf16; the epilogue's staging buffers and "
+        f"3 KiB of barriers and alignment come on top, within 227 KiB. "
+        + s.check_config(s.config(tile_n=tile_n, stages=actual + 1))[1]
+    )
+    return f"right: {actual} stages with tile_n={tile_n}; {actual + 1} would not fit"
+
+
+def check_consumer_registers(producer_registers: int, consumer_registers: int) -> str:
+    """If the producer keeps ``producer_registers`` per thread, what is the most each consumer thread
+    can take? Step 6's ``check_config`` decides (multiples of 8, 65536 per SM)."""
+    from . import ladder
+
+    s = ladder.get("sm90/6")
+
+    def ok(c):
+        return s.check_config(s.config(producer_registers=producer_registers, consumer_registers=c))[0]
+
+    assert ok(consumer_registers), (
+        f"{producer_registers} / {consumer_registers} is not a valid split: "
+        + s.check_config(s.config(producer_registers=producer_registers, consumer_registers=consumer_registers))[1]
+    )
+    assert not ok(consumer_registers + 8), (
+        f"{consumer_registers} fits, but so does {consumer_registers + 8}. Hint: 128 producer threads and 256 consumer "
+        "threads share 65536 registers; setmaxnreg takes multiples of 8."
+    )
+    return (f"right: 128 x {producer_registers} + 256 x {consumer_registers} = "
+            f"{128 * producer_registers + 256 * consumer_registers} <= 65536")
+
+
+# ---- chapter 7 ----------------------------------------------------------------------------------
+
+
+def check_grid_ctas(tiles_per_cta: int, size: int, ctas: int) -> str:
+    """How many CTAs does step 7 launch for a size^3 GEMM with ``tiles_per_cta``? Its own ``grid``."""
+    from . import ladder
+
+    s = ladder.get("sm90/7")
+    gemm = s.load().Gemm(s.config(tiles_per_cta=tiles_per_cta))
+    gx, gy, gz = gemm.grid(problem_shape(size, size))
+    actual = gx * gy * gz
+    assert ctas == actual, (
+        f"not {ctas}. Hint: {size}/{gemm.tile_mnk[0]} tile rows, {size}/{gemm.tile_mnk[1]} tile columns, and each CTA "
+        f"now computes {tiles_per_cta} neighbouring tiles along N."
+    )
+    return f"right: grid {gx} x {gy} = {actual} CTAs, each computing {tiles_per_cta} tile(s)"
+
+
+# ---- chapter 8 ----------------------------------------------------------------------------------
+
+
+def check_persistent_tiles(size: int, cluster: int, tiles: int, step: str = "sm90/8") -> str:
+    """How many cluster-tiles does cluster ``cluster`` compute in a size^3 GEMM (step 8's scheduler)?"""
+    sched = step_schedule(step, size, size)
+    actual = sched["tiles_per_cluster"][cluster]
+    assert tiles == actual, (
+        f"not {tiles}. Hint: {sched['tiles']} cluster-tiles, {sched['clusters']} clusters; cluster c takes "
+        "c, c + G, c + 2G, ... while the index is below the number of tiles."
+    )
+    return f"right: cluster {cluster} computes {actual} of the {sched['tiles']} cluster-tiles"
+
+
+def check_idle_clusters(size: int, idle: int, step: str = "sm90/8") -> str:
+    """How many clusters sit idle during the last wave of a size^3 GEMM?"""
+    sched = step_schedule(step, size, size)
+    actual = sched["idle_in_last_wave"]
+    assert idle == actual, (
+        f"not {idle}. Hint: {sched['tiles']} cluster-tiles mod {sched['clusters']} clusters is the size of the last wave "
+        "(a remainder of 0 means a full last wave)."
+    )
+    return f"right: the last wave has {sched['last_wave_tiles']} cluster-tiles, so {actual} clusters idle"
+
+
+# ---- chapter 9 ----------------------------------------------------------------------------------
+
+
+def check_wave_panels(kind: str, tiles_m: int, tiles_n: int, a_panels: int, b_panels: int, wave: int = 66,
+                      group: int = 8) -> str:
+    """How many distinct A row panels and B column panels does the first wave of ``wave`` tiles touch
+    in order ``kind`` on a tiles_m x tiles_n grid? The L2 model (:func:`gemm_course.sim.l2_traffic`) counts."""
+    from . import sim, tile_order
+
+    t = sim.l2_traffic(tile_order.order(kind, tiles_m, tiles_n, group), sms=wave)
+    actual = (t.a_per_wave[0], t.b_per_wave[0])
+    assert (a_panels, b_panels) == actual, (
+        f"not ({a_panels}, {b_panels}). Hint: list the first {wave} tiles of the order; count the distinct rows m "
+        "(A panels) and the distinct columns n (B panels)."
+    )
+    return f"right: the first wave of {wave} tiles touches {actual[0]} A panels and {actual[1]} B panels"
+
+
+# ---- chapter 10 ---------------------------------------------------------------------------------
+
+
+def check_gilbert_tile(tiles_m: int, tiles_n: int, index: int, tile) -> str:
+    """Which (m, n) does the Gilbert order visit at ``index`` on a tiles_m x tiles_n grid?"""
+    from . import tile_order
+
+    actual = tile_order.gilbert(tiles_m, tiles_n)[index]
+    assert tile_order.gilbert_tile(index, tiles_m, tiles_n) == actual  # the kernel's descent agrees
+    assert tuple(tile) == actual, (
+        f"not {tuple(tile)}. Hint: the curve starts at (0, 0) and runs along the longer side (n on a tie); "
+        "draw it with viz.tile_orders and count."
+    )
+    return f"right: index {index} of the {tiles_m} x {tiles_n} Gilbert order is tile {actual}"
+
+
+def check_sweep_geomean(value: float, step: str = "sm90/10", records=None) -> str:
+    """The geometric mean over the newest sweep of ``step`` of its ratio to cuBLAS (``ratio_to_cublas``)."""
+    from . import bench, viz
+
+    sweep = viz.latest_sweep(bench.load_records() if records is None else records, step)
+    assert sweep, f"no sweep record of {step} under results/"
+    actual = viz.geomean(r["ratio_to_cublas"] for r in sweep)
+    assert math.isclose(value, actual, rel_tol=2e-3), (
+        f"not {value:.4f}. Hint: the geometric mean of x_1..x_n is exp(mean(log x_i)); use every record of the "
+        "newest sweep file."
+    )
+    return f"right: geometric mean {actual:.3f} over {len(sweep)} shapes"

@@ -15,6 +15,7 @@ under the axes.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 import textwrap
 from typing import Iterable, Optional, Sequence
@@ -77,7 +78,8 @@ def ladder_data(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
 
 
 def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, gpu: Optional[str] = None,
-                live: Optional[Sequence[dict]] = None, log: bool = True) -> Figure:
+                live: Optional[Sequence[dict]] = None, log: bool = True, highlight: Sequence[int] = (),
+                numbers: Optional[Sequence[int]] = None) -> Figure:
     """One bar per ladder step: the newest bench record of each (median, whiskers min..max).
 
     * cuBLAS: if every drawn record comes from one run (one results file), one dashed line at
@@ -87,16 +89,27 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     * ``live``: records measured in this session (e.g. by the notebook on a GPU), drawn beside
       the recorded ones with their own cuBLAS ticks.
     * no records: only the seed's bars, and a note that no measurement exists yet.
+    * ``highlight``: step numbers whose measured bars get a thick black outline and a bold label
+      (a chapter's own step and its parent).
+    * ``numbers``: draw only these steps, in a narrower figure with the legend on top (a chapter's
+      view of the ladder, readable at page width).
     """
     from . import bench, ladder
 
     m, n, k = shape
+    highlight = set(highlight)
     data = ladder_data(records, arch, shape, gpu)
     measured, seed = data["measured"], data["seed"]
     live_by_step = {}
     for rec in live or []:
         if (rec["shape"]["m"], rec["shape"]["n"], rec["shape"]["k"]) == (m, n, k) and rec["step"].startswith(arch + "/"):
             live_by_step[int(rec["step"].split("/")[1])] = rec
+    compact = numbers is not None
+    if compact:
+        keep = set(numbers)
+        measured = {num: r for num, r in measured.items() if num in keep}
+        seed = {num: v for num, v in seed.items() if num in keep}
+        live_by_step = {num: r for num, r in live_by_step.items() if num in keep}
     numbers = sorted(set(measured) | set(seed) | set(live_by_step))
     titles = {s.number: s.title for s in ladder.steps(arch)}
     have = {num: r for num, r in measured.items() if r is not None}
@@ -106,7 +119,8 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     groups = [s for s in series if s[1]] + ([("seed", seed, _SEED)] if seed else [])
     width = 0.8 / max(1, len(groups))
 
-    fig = _new_figure(max(9.0, 1.05 * len(numbers) + 4.5), 5.4)
+    fig = _new_figure(max(7.0, 0.95 * len(numbers) + 1.6), 5.6) if compact else \
+        _new_figure(max(9.0, 1.05 * len(numbers) + 4.5), 5.4)
     ax = fig.add_subplot()
     x_of = {num: i for i, num in enumerate(numbers)}
     handles = []
@@ -126,7 +140,8 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
                 h = t["median"]
                 lo, hi = h - t["min"], t["max"] - h
                 ax.bar(x, h, width * 0.92, color=color, alpha=0.9 if name == "recorded" else 0.75,
-                       yerr=[[max(lo, 0)], [max(hi, 0)]], capsize=3, ecolor="black", error_kw={"linewidth": 0.8})
+                       yerr=[[max(lo, 0)], [max(hi, 0)]], capsize=3, ecolor="black", error_kw={"linewidth": 0.8},
+                       edgecolor="black" if num in highlight else "none", linewidth=2.5 if num in highlight else 0)
                 ratio = h / val["cublas_tflops"]["median"]
                 text = f"{h:.3g}\n{ratio:.1%} of cuBLAS" if ratio < 0.1 else f"{h:.0f}\n{ratio:.0%} of cuBLAS"
                 ax.annotate(text, (x, h), ha="center", va="bottom", fontsize=7.5, xytext=(0, 4), textcoords="offset points")
@@ -176,6 +191,9 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     ax.set_xticklabels([f"step {num}\n" + textwrap.fill(textwrap.shorten(titles.get(num, "(seed only)"), 40,
                                                                           placeholder="..."), 14)
                         for num in numbers], fontsize=7)
+    for num, label in zip(numbers, ax.get_xticklabels()):
+        if num in highlight:
+            label.set_fontweight("bold")
     if log:
         ax.set_yscale("log")
         plotted = [r["tflops"]["min"] for r in list(have.values()) + list(live_by_step.values())]
@@ -188,7 +206,10 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     from .ladder import ARCH_NAMES
 
     ax.set_title(f"The ladder on {ARCH_NAMES.get(arch, arch)}: {m}x{n}x{k} BF16 GEMM")
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    if compact:
+        fig.legend(handles=handles, loc="outside upper center", ncol=2, fontsize=8)
+    else:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(axis="y", alpha=0.3, which="both")
 
     parts = []
@@ -208,6 +229,8 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
                      "not measured by this project.")
     if have or live_by_step:
         parts.append("Whiskers: min..max over all timed launches.")
+    if highlight & set(numbers):
+        parts.append("Outlined: step " + " and ".join(str(h) for h in sorted(highlight & set(numbers))) + ".")
     return _set_caption(fig, " ".join(parts))
 
 
@@ -698,3 +721,636 @@ def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: 
     return _set_caption(fig, "Counts per K tile read from the compiled kernel: "
                              f"{tma_per_tile} TMA copies, {mma_per_tile} MMA instructions, {tma_bytes} bytes expected "
                              "by the barrier. Widths are not durations.")
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters 4-10: measured steps side by side (generated text, never typed numbers)
+# ---------------------------------------------------------------------------------------------
+
+
+def step_table(records: Sequence[dict], keys: Sequence[str], sizes: Sequence[int] = (4096, 8192),
+               gpu: Optional[str] = None) -> str:
+    """A Markdown table of the newest record of each step in ``keys`` at each size^3: median TFLOP/s
+    (p10-p90), its ratio to cuBLAS in the same run, and its ratio to the previous row's step."""
+    from . import bench
+
+    head = "| step | " + " | ".join(f"{s}^3" for s in sizes) + " |"
+    rows = [head, "|---|" + "---|" * len(sizes)]
+    previous = None
+    for key in keys:
+        cells = []
+        for size in sizes:
+            rec = bench.latest(records, key, size, size, size, gpu=gpu)
+            if rec is None:
+                cells.append("no record")
+                continue
+            t = rec["tflops"]
+            cell = (f"{t['median']:.0f} TFLOP/s ({t['p10']:.0f}-{t['p90']:.0f}), "
+                    f"{rec['ratio_to_cublas']:.2f} of cuBLAS")
+            before = bench.latest(records, previous, size, size, size, gpu=gpu) if previous else None
+            if before is not None:
+                cell += f"; x{t['median'] / before['tflops']['median']:.2f} vs {previous}"
+            cells.append(cell)
+        rows.append(f"| {key} | " + " | ".join(cells) + " |")
+        previous = key
+    return "\n".join(rows)
+
+
+def spread_verdict(records: Sequence[dict], new: str, old: str, sizes: Sequence[int] = (4096, 8192),
+                   gpu: Optional[str] = None) -> str:
+    """Markdown bullets, one per size: is ``new``'s median inside ``old``'s p10-p90 range of per-launch
+    throughput (newest records of each), and their ratio. For judging small changes against the spread."""
+    from . import bench
+
+    lines = []
+    for size in sizes:
+        before, after = (bench.latest(records, key, size, size, size, gpu=gpu) for key in (old, new))
+        if before is None or after is None:
+            lines.append(f"* {size}^3: no record of {old if before is None else new} yet")
+            continue
+        inside = before["tflops"]["p10"] <= after["tflops"]["median"] <= before["tflops"]["p90"]
+        lines.append(f"* {size}^3: {new}'s median is {'inside' if inside else 'outside'} {old}'s p10-p90 range "
+                     f"(ratio of medians {after['tflops']['median'] / before['tflops']['median']:.3f})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter 4: the epilogue through shared memory
+# ---------------------------------------------------------------------------------------------
+
+
+def opcode_family_counts(report, families: dict) -> dict:
+    """Static SASS counts per opcode family: ``families = {name: (base opcodes...)}``; an opcode
+    belongs to a family when its first dotted part is one of the family's (``STG.E`` -> ``STG``).
+    ``report``: an :class:`gemm_course.inspect.Report` or ``{opcode: count}``."""
+    ops = dict(report.top_opcodes) if hasattr(report, "top_opcodes") else dict(report)
+    return {name: sum(n for op, n in ops.items() if op.split(".")[0] in bases) for name, bases in families.items()}
+
+
+def opcode_families(reports: dict, families: dict, title: str = "Static SASS counts") -> Figure:
+    """Grouped bars: one group per opcode family, one bar per compiled kernel (``{label: report}``)."""
+    counts = {label: opcode_family_counts(r, families) for label, r in reports.items()}
+    names = list(families)
+    fig = _new_figure(max(7.0, 1.1 * len(names) + 2.5), 4.2)
+    ax = fig.add_subplot()
+    width = 0.8 / max(1, len(counts))
+    x = np.arange(len(names))
+    for i, (label, c) in enumerate(counts.items()):
+        bars = ax.bar(x + (i - (len(counts) - 1) / 2) * width, [c[nm] for nm in names], width * 0.95, label=label)
+        ax.bar_label(bars, fontsize=8, padding=2)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{nm}\n({', '.join(families[nm])})" for nm in names], fontsize=8)
+    ax.set_ylabel("instructions in the SASS (static count)")
+    ax.margins(y=0.15)
+    ax.set_title(title, fontsize=11)
+    ax.legend(fontsize=8)
+    return _set_caption(fig, "Counted in each kernel's SASS (gemm_course.inspect.report, nvdisasm of the cubin compiled "
+                             "on this machine). Static counts: instructions in the binary, not executions.")
+
+
+def epilogue_path(tile_m: int, tile_n: int, epi_m: int, epi_n: int, epi_stages: int, threads: int,
+                  stmatrix: int, tma_stores: int, title: str = "") -> Figure:
+    """The step-4 epilogue: the CTA's accumulator tile cut into ``epi_m x epi_n`` sub-tiles (top),
+    and the path each sub-tile takes (bottom): registers -> stmatrix -> staging buffer -> TMA store.
+
+    All inputs come from the caller, read from the kernel: the tile and sub-tile shapes and the
+    number of staging buffers from the traced shared-memory layout, ``stmatrix`` (per thread) and
+    ``tma_stores`` (per tile) from the PTX.
+    """
+    if tile_n % epi_n or tile_m != epi_m:
+        raise ValueError(f"sub-tiles of {epi_m}x{epi_n} do not cover the {tile_m}x{tile_n} tile in one row")
+    subtiles = tile_n // epi_n
+    fig = _new_figure(10.5, 6.8)
+    top, bottom = fig.subplots(2, 1, height_ratios=[1, 1.4])
+    colors = colormaps["Pastel1"].colors
+    for i in range(subtiles):
+        buf = i % epi_stages
+        top.add_patch(Rectangle((i * epi_n, 0), epi_n, tile_m, facecolor=colors[buf % len(colors)], edgecolor="black"))
+        top.text(i * epi_n + epi_n / 2, tile_m / 2, f"sub-tile {i}\n{epi_m}x{epi_n}\nbuffer {buf}\nTMA store {i}",
+                 ha="center", va="center", fontsize=8)
+    top.set_xlim(-2, tile_n + 2)
+    top.set_ylim(tile_m + 2, -2)
+    top.set_aspect("equal")
+    top.set_xticks([i * epi_n for i in range(subtiles + 1)])
+    top.set_yticks([0, tile_m])
+    top.set_xlabel("column of the CTA's output tile (N)")
+    top.set_ylabel("row (M)")
+    top.set_title(f"The {tile_m}x{tile_n} output tile in {subtiles} sub-tiles of {epi_m}x{epi_n}, "
+                  f"round-robin over {epi_stages} staging buffer{'s' if epi_stages > 1 else ''}", fontsize=10)
+    top.legend(handles=[Patch(facecolor=colors[b % len(colors)], edgecolor="black", label=f"staging buffer {b}")
+                        for b in range(epi_stages)], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+    per_thread = tile_m * tile_n // threads
+    per_sub = stmatrix / subtiles
+    buffer_kib = epi_m * epi_n * 2 / 1024
+    boxes = [
+        ("registers", f"fp32 accumulator\n{per_thread} values\nper thread\n({threads} threads)", "#cde4f7"),
+        ("registers", f"convert to bf16\n{epi_m * epi_n // threads} values\nper thread\nper sub-tile", "#cde4f7"),
+        ("stmatrix", f"four 8x8 matrices\nper warp\ninstruction;\n{per_sub:g} per thread\nper sub-tile", "#fde0c5"),
+        ("shared mem.", f"staging buffer\n{epi_m}x{epi_n} bf16\n= {buffer_kib:g} KiB\n({epi_stages} buffers)", "#fde0c5"),
+        ("fence, barrier", "fence.proxy.async\n+ named barrier:\nwrites visible\nto the copy\nengine", "#eeeeee"),
+        ("TMA store", f"one thread\nissues a bulk\ntensor copy,\nshared -> global\n({tma_stores} per tile)", "#d5f0d5"),
+        ("global memory", f"C in L2 / HBM:\n{epi_n * 2} contiguous\nbytes per row\n({epi_n * 2 // 32} full 32-byte\nsectors), clipped\nat the edges",
+         "#d5f0d5"),
+    ]
+    n = len(boxes)
+    for i, (head, body, color) in enumerate(boxes):
+        x0 = i * 1.0
+        bottom.add_patch(Rectangle((x0 + 0.05, 0.1), 0.8, 0.8, facecolor=color, edgecolor="black"))
+        bottom.text(x0 + 0.45, 0.86, head, ha="center", va="top", fontsize=8.5, fontweight="bold")
+        bottom.text(x0 + 0.45, 0.43, body, ha="center", va="center", fontsize=8)
+        if i < n - 1:
+            bottom.annotate("", xy=(x0 + 1.05, 0.5), xytext=(x0 + 0.85, 0.5),
+                            arrowprops={"arrowstyle": "->", "linewidth": 1.5})
+    bottom.annotate("", xy=(1.5, 0.02), xytext=(n - 1.5, 0.02),
+                    arrowprops={"arrowstyle": "<-", "linestyle": "--", "color": "#555555"})
+    bottom.text(n / 2 - 0.1, -0.08, f"repeated for each of the {subtiles} sub-tiles; a buffer is refilled only once "
+                                    "its previous store has read it", ha="center", va="top", fontsize=8, color="#555555")
+    bottom.set_xlim(0, n)
+    bottom.set_ylim(-0.2, 1.0)
+    bottom.axis("off")
+    bottom.set_title("The path of one sub-tile", fontsize=10)
+    fig.suptitle(title or "Step 4's epilogue: registers -> stmatrix -> staging buffer -> TMA store", fontsize=11)
+    return _set_caption(fig, f"Sub-tile shape and buffer count from the kernel's traced staging layout; {stmatrix} "
+                             f"stmatrix per thread and {tma_stores} TMA stores per tile counted in its PTX "
+                             f"({per_sub:g} stmatrix per thread per sub-tile).")
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter 5: clusters, multicast, and occupancy
+# ---------------------------------------------------------------------------------------------
+
+# Hopper (compute capability 9.0) per-SM limits, from the CUDA C++ Programming Guide's table of
+# technical specifications; quoted, not measured. Nsight Compute reports the same 1 KiB of
+# "driver shared memory" per block (results/logs/*ncu*).
+HOPPER_SM = {
+    "registers": 65536,  # 32-bit registers per SM
+    "register_unit": 256,  # a warp's registers are allocated in units of 256 (8 per thread)
+    "smem_per_sm": 228 * 1024,  # shared memory per SM
+    "smem_per_cta": 227 * 1024,  # most a CTA may ask for
+    "smem_reserved_per_cta": 1024,  # set aside by the system for each resident CTA
+    "warps": 64,  # resident warps per SM
+    "ctas": 32,  # resident CTAs per SM
+    "source": "CUDA C++ Programming Guide, compute capability 9.0",
+}
+
+
+def occupancy(registers: int, threads: int, smem_bytes: int, stages: int = 1, limits: Optional[dict] = None) -> dict:
+    """How many CTAs of a kernel fit on one Hopper SM, and what limits it.
+
+    ``registers`` per thread and ``smem_bytes`` per CTA as the compiled kernel reports them
+    (:func:`gemm_course.inspect.report`), ``threads`` per CTA. ``stages``: shared-memory stages
+    per CTA, to count the K tiles an SM can have in flight (``ctas * stages``).
+    """
+    lim = dict(HOPPER_SM, **(limits or {}))
+    warps = -(-threads // 32)
+    unit = lim["register_unit"]
+    regs_per_warp = -(-registers * 32 // unit) * unit
+    by_registers = (lim["registers"] // regs_per_warp) // warps if regs_per_warp else lim["ctas"]
+    by_smem = lim["smem_per_sm"] // (smem_bytes + lim["smem_reserved_per_cta"]) if smem_bytes <= lim["smem_per_cta"] else 0
+    by_warps = lim["warps"] // warps
+    limits_ = {"registers": by_registers, "shared memory": by_smem, "warps": by_warps, "CTA slots": lim["ctas"]}
+    ctas = min(limits_.values())
+    return {
+        "registers": registers, "threads": threads, "warps": warps, "smem_bytes": smem_bytes, "stages": stages,
+        "registers_per_warp": regs_per_warp, "limits": limits_, "ctas": ctas,
+        "limiter": [name for name, v in limits_.items() if v == ctas],
+        "warps_per_sm": ctas * warps, "k_tiles_in_flight": ctas * stages,
+    }
+
+
+def occupancy_bars(rows: dict, title: str = "CTAs per SM: what the registers and shared memory allow") -> Figure:
+    """``rows = {label: occupancy(...)}``: per kernel, the CTAs per SM each resource allows, and the result."""
+    labels = list(rows)
+    resources = ["registers", "shared memory", "warps"]
+    fig = _new_figure(9, 1.25 * len(labels) + 1.8)
+    ax = fig.add_subplot()
+    h = 0.8 / len(resources)
+    palette = {"registers": "#4c72b0", "shared memory": "#dd8452", "warps": "#8c8c8c"}
+    top = 0
+    for i, label in enumerate(labels):
+        occ = rows[label]
+        for j, res in enumerate(resources):
+            v = occ["limits"][res]
+            top = max(top, v)
+            y = i + (j - 1) * h
+            ax.barh(y, v, h * 0.9, color=palette[res], alpha=1.0 if res in occ["limiter"] else 0.45,
+                    edgecolor="black" if res in occ["limiter"] else "none", linewidth=1.5)
+            detail = {
+                "registers": f"{occ['registers']} regs x {occ['threads']} threads",
+                "shared memory": f"{occ['smem_bytes'] / 1024:.1f} KiB + 1 KiB reserved",
+                "warps": f"{occ['warps']} warps of {HOPPER_SM['warps']}",
+            }[res]
+            ax.text(v + 0.1, y, f"{v}  ({detail})", va="center", fontsize=8.5)
+        ax.text(-0.15, i, f"{label}\n-> {occ['ctas']} CTA{'s' if occ['ctas'] != 1 else ''}/SM,\n"
+                          f"{occ['k_tiles_in_flight']} K tile{'s' if occ['k_tiles_in_flight'] != 1 else ''} in flight",
+                ha="right", va="center", fontsize=9.5, fontweight="bold")
+    ax.set_yticks([])
+    ax.invert_yaxis()
+    ax.set_xlim(0, min(top, 32) + 8)
+    ax.set_xlabel("CTAs per SM allowed by each resource (outlined: the binding one)")
+    ax.legend(handles=[Patch(color=palette[r], label=r) for r in resources], fontsize=8, loc="lower right")
+    ax.set_title(title, fontsize=11)
+    return _set_caption(fig, f"Registers and shared memory per CTA from the compiled kernels (cuobjdump); limits per SM: "
+                             f"{HOPPER_SM['registers']} registers (allocated per warp in units of "
+                             f"{HOPPER_SM['register_unit']}), {HOPPER_SM['smem_per_sm'] // 1024} KiB of shared memory "
+                             f"(at most {HOPPER_SM['smem_per_cta'] // 1024} KiB per CTA, 1 KiB reserved per CTA), "
+                             f"{HOPPER_SM['warps']} warps ({HOPPER_SM['source']}; quoted). K tiles in flight = CTAs x "
+                             "shared-memory stages per CTA.")
+
+
+def cluster_multicast(cluster_m: int, cluster_n: int, tile_m: int, tile_n: int, tile_k: int) -> Figure:
+    """Who loads what in a ``cluster_m x cluster_n`` cluster: each CTA's output tile, its A tile (left)
+    and B tile (above), and the slice of each shared tile that each CTA loads and multicasts.
+
+    CTAs along M share B: B's tile splits into ``cluster_m`` slices, CTA (i, j) loads slice i and
+    multicasts it to the CTAs of its column. Likewise A across ``cluster_n``.
+    """
+    if tile_n % cluster_m or tile_m % cluster_n:
+        raise ValueError(f"a {tile_m}x{tile_n} tile does not split evenly over a {cluster_m}x{cluster_n} cluster")
+    b_rows, a_rows = tile_n // cluster_m, tile_m // cluster_n
+    palette = [colormaps["Set2"].colors[i] for i in range(8)]
+    fig = _new_figure(3.2 + 3.0 * cluster_n + 1.2, 2.2 + 2.1 * cluster_m + 0.8)
+    ax = fig.add_subplot()
+    scale = 1.0 / 128  # 128 elements per drawing unit
+    gap = 0.35
+    k_w = max(tile_k * scale * 2.0, 0.6)  # K drawn wider than to scale, to leave room for text
+    c_w, c_h = tile_n * scale, tile_m * scale
+    x0, y0 = k_w + gap, k_w + gap  # C block origin (y grows downwards)
+
+    def rank(i, j):
+        return i + cluster_m * j  # CuTe's column-major rank of (m, n) in the cluster layout
+
+    for j in range(cluster_n):
+        for i in range(cluster_m):
+            r = rank(i, j)
+            cx, cy = x0 + j * (c_w + gap), y0 + i * (c_h + gap)
+            ax.add_patch(Rectangle((cx, cy), c_w, c_h, facecolor=palette[r], alpha=0.35, edgecolor="black", linewidth=1.5))
+            ax.text(cx + c_w / 2, cy + c_h / 2, f"CTA {r} (cluster coord {i},{j})\ncomputes C tile\n{tile_m}x{tile_n}",
+                    ha="center", va="center", fontsize=8.5)
+            for s in range(cluster_n):  # A tile of row i, sliced across the cluster's columns
+                owner = rank(i, s)
+                ay = cy + s * a_rows * scale
+                ax.add_patch(Rectangle((0, ay), k_w, a_rows * scale, facecolor=palette[owner], edgecolor="black"))
+                if j == 0:
+                    who = f"loaded by CTA {owner}\nmulticast to the row" if cluster_n > 1 else f"loaded by\nCTA {owner} alone"
+                    ax.text(k_w / 2, ay + a_rows * scale / 2, f"A {a_rows}x{tile_k}\n{who}", ha="center", va="center",
+                            fontsize=7.5 if cluster_n == 1 else 6.5)
+        for s in range(cluster_m):  # B tile of column j, sliced across the cluster's rows
+            owner = rank(s, j)
+            bx = x0 + j * (c_w + gap) + s * b_rows * scale
+            ax.add_patch(Rectangle((bx, 0), b_rows * scale, k_w, facecolor=palette[owner], edgecolor="black"))
+            ax.text(bx + b_rows * scale / 2, k_w / 2,
+                    f"B rows {s * b_rows}-{(s + 1) * b_rows - 1}\nloaded by CTA {owner}" +
+                    ("\nmulticast to the column" if cluster_m > 1 else ""), ha="center", va="center", fontsize=7.5)
+            arrow = {"arrowstyle": "-|>", "color": palette[owner], "linewidth": 2.0, "shrinkA": 0, "shrinkB": 0}
+            cx = x0 + j * (c_w + gap)
+            mid = bx + b_rows * scale / 2
+            ax.annotate("", xy=(mid, y0), xytext=(mid, k_w), arrowprops=arrow)  # into the CTA right below
+            for i in range(1, cluster_m):  # farther CTAs: routed around the column, entering from the side
+                left_side = s < cluster_m / 2
+                route = cx - gap * (0.3 + 0.2 * i) if left_side else cx + c_w + gap * (0.3 + 0.2 * i)
+                ty = y0 + i * (c_h + gap) + c_h * (0.3 + 0.1 * i)
+                ax.plot([mid, mid, route, route], [k_w, k_w + gap * 0.45, k_w + gap * 0.45, ty],
+                        color=palette[owner], linewidth=2.0, solid_capstyle="butt")
+                ax.annotate("", xy=(cx if left_side else cx + c_w, ty), xytext=(route, ty), arrowprops=arrow)
+    width = x0 + cluster_n * (c_w + gap) + gap * 0.5
+    height = y0 + cluster_m * (c_h + gap)
+    ax.set_xlim(-0.1, width)
+    ax.set_ylim(height, -0.1)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    a_bytes, b_bytes = tile_m * tile_k * 2, tile_n * tile_k * 2
+    ax.set_title(f"A {cluster_m} x {cluster_n} cluster: per K tile each CTA issues {a_bytes // cluster_n // 1024} KiB "
+                 f"of A and {b_bytes // cluster_m // 1024} KiB of B, receives {a_bytes // 1024} + {b_bytes // 1024} KiB",
+                 fontsize=10)
+    return _set_caption(fig, "Tile sizes and cluster shape from the step's traced host objects; each CTA of a column "
+                             f"loads {b_rows} of the B tile's {tile_n} rows (and of a row, {a_rows} of A's {tile_m}). "
+                             "Colour = the CTA that issues the copy; arrows: a multicast copy lands in the shared memory "
+                             "of every CTA it points to. Not to scale along K.")
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters 6-7: the pipeline (a schematic model) and the register split
+# ---------------------------------------------------------------------------------------------
+
+
+def pipeline_model(stages: int, k_tiles: int, tiles_per_cta: int = 1, ctas: int = 1, load: float = 3.0,
+                   mma: float = 1.0, epilogue: float = 2.5, issue: float = 0.2) -> dict:
+    """A small event model of one SM running ``ctas`` CTAs one after the other (one fits at a time),
+    each computing ``tiles_per_cta`` tiles of ``k_tiles`` K tiles through ``stages`` shared-memory stages.
+
+    Rules (the kernels' protocol, with made-up durations): the producer issues K tile j into
+    stage ``j % stages`` once the tile that used the stage before has been released, ``issue``
+    after its previous copy; the data lands ``load`` later; the consumers run the K tile's wgmma
+    (``mma``) once it has landed and the previous K tile's wgmma is done, and release the stage
+    when it completes; after a tile's last K tile they run its ``epilogue``, during which the
+    producer keeps loading. A CTA ends after its last epilogue; the next one starts then. One
+    stage reproduces steps 2-5 (load, compute, release, load). Durations are illustrative, not measured.
+    """
+    if stages < 1 or k_tiles < 1 or tiles_per_cta < 1 or ctas < 1:
+        raise ValueError("stages, k_tiles, tiles_per_cta and ctas must be >= 1")
+    events = []  # dicts: lane ('producer'/'consumer'), start, end, kind ('load'/'mma'/'epilogue'), label, stage
+    start = 0.0
+    boundaries = []
+    for c in range(ctas):
+        free = [start] * stages  # when each stage was last released
+        producer, consumer = start, start
+        for t in range(tiles_per_cta):
+            for k in range(k_tiles):
+                j = t * k_tiles + k
+                s = j % stages
+                issued = max(producer, free[s])
+                landed = issued + load
+                events.append({"lane": "producer", "start": issued, "end": landed, "kind": "load",
+                               "label": f"k{k}", "stage": s, "cta": c, "tile": t})
+                producer = issued + issue
+                begin = max(landed, consumer)
+                consumer = begin + mma
+                events.append({"lane": "consumer", "start": begin, "end": consumer, "kind": "mma",
+                               "label": f"k{k}", "stage": s, "cta": c, "tile": t})
+                free[s] = consumer
+            events.append({"lane": "consumer", "start": consumer, "end": consumer + epilogue, "kind": "epilogue",
+                           "label": f"epilogue\ntile {c * tiles_per_cta + t}", "stage": None, "cta": c, "tile": t})
+            consumer += epilogue
+        start = consumer
+        boundaries.append(start)
+    span = start
+    busy = sum(e["end"] - e["start"] for e in events if e["kind"] == "mma")
+    return {"events": events, "span": span, "mma_busy": busy / span, "cta_ends": boundaries[:-1],
+            "params": {"stages": stages, "k_tiles": k_tiles, "tiles_per_cta": tiles_per_cta, "ctas": ctas,
+                       "load": load, "mma": mma, "epilogue": epilogue, "issue": issue}}
+
+
+def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tensor cores over time (schematic model)") -> Figure:
+    """``models = {label: pipeline_model(...)}``, one panel each, on a common time axis.
+
+    One row per shared-memory stage: light while a TMA load is in flight into it, dark while it
+    holds a landed K tile until the consumers release it. Below, the consumers: the wgmma of each
+    K tile (colored by the stage it reads) and the epilogues.
+    """
+    span = max(m["span"] for m in models.values())
+    stage_colors = [colormaps["tab10"].colors[i] for i in range(10)]
+    heights = [m["params"]["stages"] + 1.6 for m in models.values()]
+    fig = _new_figure(10, 0.45 * sum(heights) + 0.9 * len(models) + 1.6)
+    axes = np.atleast_1d(fig.subplots(len(models), 1, sharex=True, height_ratios=heights))
+    for ax, (label, model) in zip(axes, models.items()):
+        p = model["params"]
+        stages = p["stages"]
+        several = p["tiles_per_cta"] * p["ctas"] > 1
+        loads = [e for e in model["events"] if e["kind"] == "load"]
+        mmas = [e for e in model["events"] if e["kind"] == "mma"]
+        for ld, mm in zip(loads, mmas):  # the j-th load feeds the j-th wgmma
+            y = stages - ld["stage"]
+            color = stage_colors[ld["stage"] % 10]
+            name = (f"t{ld['cta'] * p['tiles_per_cta'] + ld['tile']} " if several else "") + ld["label"]
+            ax.add_patch(Rectangle((ld["start"], y - 0.32), ld["end"] - ld["start"], 0.64, facecolor=color, alpha=0.3,
+                                   edgecolor="black", linewidth=0.4))
+            ax.add_patch(Rectangle((ld["end"], y - 0.32), mm["end"] - ld["end"], 0.64, facecolor=color, alpha=0.85,
+                                   edgecolor="black", linewidth=0.4))
+            if ld["end"] - ld["start"] >= 0.8:
+                ax.text((ld["start"] + ld["end"]) / 2, y, f"load {name}", ha="center", va="center", fontsize=7.5)
+        for e in model["events"]:
+            if e["lane"] != "consumer":
+                continue
+            epi = e["kind"] == "epilogue"
+            ax.add_patch(Rectangle((e["start"], -0.35), e["end"] - e["start"], 0.7,
+                                   facecolor="#bbbbbb" if epi else stage_colors[e["stage"] % 10],
+                                   hatch="//" if epi else None, edgecolor="black", linewidth=0.5))
+            if e["end"] - e["start"] >= 0.6:
+                ax.text((e["start"] + e["end"]) / 2, 0, e["label"], ha="center", va="center",
+                        fontsize=7.5, color="black" if epi else "white")
+        for end in model["cta_ends"]:
+            ax.axvline(end, color="black", linestyle="--", linewidth=1)
+            ax.text(end, stages + 0.55, " next CTA starts", fontsize=7, va="center")
+        ax.set_yticks(list(range(stages, 0, -1)) + [0])
+        ax.set_yticklabels([f"stage {s}" for s in range(stages)] + ["consumers:\nwgmma, epilogue"], fontsize=8.5)
+        ax.set_ylim(-0.6, stages + 0.9)
+        ax.set_title(f"{label}: {stages} stage{'s' if stages > 1 else ''}, {p['k_tiles']} K tiles per tile, "
+                     f"{p['tiles_per_cta']} tile{'s' if p['tiles_per_cta'] > 1 else ''} per CTA x {p['ctas']} "
+                     f"CTA{'s' if p['ctas'] > 1 else ''}; in this model the tensor cores are busy "
+                     f"{model['mma_busy']:.0%} of the time", fontsize=9.5, loc="left")
+    axes[-1].set_xlim(0, span * 1.01)
+    axes[-1].set_xlabel("time (model units: not measured)")
+    handles = [Patch(facecolor="#999999", alpha=0.3, edgecolor="black", label="TMA load in flight into the stage"),
+               Patch(facecolor="#999999", alpha=0.85, edgecolor="black", label="stage full until released"),
+               Patch(facecolor="#bbbbbb", hatch="//", edgecolor="black", label="epilogue")]
+    fig.legend(handles=handles, fontsize=8.5, loc="outside upper center", ncol=3, title=title, title_fontsize=11,
+               frameon=False)
+    p = next(iter(models.values()))["params"]
+    return _set_caption(fig, "A schematic from gemm_course.viz.pipeline_model, not a measurement: the stage counts, K tiles "
+                             f"and tiles per CTA follow the configs; the durations are made up (a load takes {p['load']:g} "
+                             f"units from issue to landing, a K tile's wgmma {p['mma']:g}, an epilogue {p['epilogue']:g}). "
+                             "Colour = stage; t<i> k<j>: K tile j of the CTA's i-th tile.")
+
+
+def register_split(launch_registers: int, producer_threads: int, producer_registers: int, consumer_threads: int,
+                   consumer_registers: int, registers_per_sm: int = HOPPER_SM["registers"]) -> Figure:
+    """The register file of one SM before and after ``setmaxnreg``: stacked bars of threads x registers."""
+    threads = producer_threads + consumer_threads
+    rows = [
+        ("at launch\n(every thread alike)", [("producer warpgroup", producer_threads * launch_registers),
+                                            ("consumer warpgroups", consumer_threads * launch_registers)],
+         [f"{producer_threads} x {launch_registers}", f"{consumer_threads} x {launch_registers}"]),
+        ("after setmaxnreg", [("producer warpgroup", producer_threads * producer_registers),
+                              ("consumer warpgroups", consumer_threads * consumer_registers)],
+         [f"{producer_threads} x {producer_registers}", f"{consumer_threads} x {consumer_registers}"]),
+    ]
+    colors = {"producer warpgroup": "#8da0cb", "consumer warpgroups": "#66c2a5"}
+    fig = _new_figure(10, 3.4)
+    ax = fig.add_subplot()
+    for y, (label, parts, texts) in enumerate(rows):
+        left = 0
+        for (name, value), text in zip(parts, texts):
+            ax.barh(y, value, 0.6, left=left, color=colors[name], edgecolor="black")
+            ax.text(left + value / 2, y, f"{text}\n= {value}", ha="center", va="center", fontsize=8)
+            left += value
+        ax.text(max(left, registers_per_sm) + registers_per_sm * 0.015, y, f"total {left}\n= {left / registers_per_sm:.1%}",
+                va="center", fontsize=8.5, fontweight="bold")
+    ax.axvline(registers_per_sm, color="red", linestyle="--")
+    ax.text(registers_per_sm * 1.015, 0.5, f"{registers_per_sm} registers per SM", color="red", fontsize=8, va="center")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r[0] for r in rows], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlim(0, registers_per_sm * 1.25)
+    ax.set_xlabel("registers of the SM (threads x registers per thread)")
+    fig.legend(handles=[Patch(color=c, label=n) for n, c in colors.items()], fontsize=8, loc="outside right upper")
+    ax.set_title(f"setmaxnreg moves registers from the producer to the consumers ({threads} threads, one CTA per SM)",
+                 fontsize=10)
+    return _set_caption(fig, "Registers per thread at launch from the compiled kernel (cuobjdump); the split from the "
+                             f"step's config (producer {producer_registers}, consumers {consumer_registers}, "
+                             "setmaxnreg.dec / setmaxnreg.inc in the PTX).")
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter 8: the persistent kernel's static schedule
+# ---------------------------------------------------------------------------------------------
+
+
+def persistent_schedule(clusters_m: int, clusters_n: int, num_clusters: int, cluster_tile) -> dict:
+    """Which cluster computes which cluster-tile, and in which of its iterations (its *wave*).
+
+    The static scheduler of step 8 (and 9, 10): a grid of ``min(tiles, num_clusters)`` clusters;
+    cluster c computes the cluster-tiles with index c, c + G, c + 2G, ... (G clusters), and
+    ``cluster_tile(index, clusters_m, clusters_n)`` maps an index to its (m, n): pass the step's own.
+    """
+    total = clusters_m * clusters_n
+    grid = min(total, num_clusters)
+    owner = np.full((clusters_m, clusters_n), -1, dtype=int)
+    wave = np.full((clusters_m, clusters_n), -1, dtype=int)
+    per_cluster = []
+    for c in range(grid):
+        count = -(-(total - c) // grid)  # the kernel's num_tiles: ceil_div(tiles - cluster_id, clusters)
+        per_cluster.append(count)
+        for i in range(count):
+            m, n = (int(v) for v in cluster_tile(c + i * grid, clusters_m, clusters_n))
+            if owner[m, n] != -1:
+                raise ValueError(f"cluster-tile ({m}, {n}) is scheduled twice")
+            owner[m, n], wave[m, n] = c, i
+    if (owner < 0).any():
+        raise ValueError("the schedule leaves a cluster-tile uncomputed")
+    waves = int(wave.max()) + 1
+    last = int((wave == waves - 1).sum())
+    return {"owner": owner, "wave": wave, "tiles_per_cluster": per_cluster, "clusters": grid, "waves": waves,
+            "last_wave_tiles": last, "idle_in_last_wave": grid - last, "tiles": total}
+
+
+def persistent_grid(schedule: dict, title: str = "", cluster_shape=(2, 1)) -> Figure:
+    """Two views of a :func:`persistent_schedule`: cluster-tiles colored by the cluster that computes
+    them (numbered), and by wave, with the last, partial wave outlined."""
+    owner, wave = schedule["owner"], schedule["wave"]
+    rows, cols = owner.shape
+    fig = _new_figure(11.5, 5.6 * rows / max(cols, 1) + 1.8)
+    left, right = fig.subplots(1, 2)
+    base = list(colormaps["tab20"].colors) + list(colormaps["tab20b"].colors) + list(colormaps["tab20c"].colors)
+    left.imshow(owner, cmap=ListedColormap([base[i % len(base)] for i in range(schedule["clusters"])]),
+                vmin=-0.5, vmax=schedule["clusters"] - 0.5, interpolation="nearest")
+    small = rows * cols <= 400
+    for (m, n), c in np.ndenumerate(owner):
+        if small:
+            left.text(n, m, str(c), ha="center", va="center", fontsize=6.5)
+    left.set_title(f"cluster computing each cluster-tile ({schedule['clusters']} clusters)", fontsize=10)
+    wcmap = ListedColormap([colormaps["Blues"](0.25 + 0.6 * w / max(1, schedule["waves"] - 1))
+                            for w in range(schedule["waves"])])
+    right.imshow(wave, cmap=wcmap, vmin=-0.5, vmax=schedule["waves"] - 0.5, interpolation="nearest")
+    for (m, n), w in np.ndenumerate(wave):
+        if w == schedule["waves"] - 1 and schedule["idle_in_last_wave"]:
+            right.add_patch(Rectangle((n - 0.5, m - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.2))
+        if small:
+            right.text(n, m, str(w + 1), ha="center", va="center", fontsize=6.5,
+                       color="white" if w > schedule["waves"] / 2 else "black")
+    right.set_title(f"wave: the iteration of each cluster's loop, 1 to {schedule['waves']}", fontsize=10)
+    for ax in (left, right):
+        ax.set_xlabel(f"cluster-tile column n ({cluster_shape[1]} CTA tile{'s' if cluster_shape[1] > 1 else ''})")
+        ax.set_ylabel(f"cluster-tile row m ({cluster_shape[0]} CTA tiles)")
+    fig.suptitle(title or f"{schedule['tiles']} cluster-tiles over {schedule['clusters']} persistent clusters", fontsize=11)
+    counts = collections.Counter(schedule["tiles_per_cluster"])
+    spread = ", ".join(f"{n} clusters compute {t}" for t, n in sorted(counts.items(), reverse=True))
+    note = (f"The last wave has {schedule['last_wave_tiles']} cluster-tiles for {schedule['clusters']} clusters: "
+            f"{schedule['idle_in_last_wave']} clusters are idle while it runs (red outlines)."
+            if schedule["idle_in_last_wave"] else "Every wave is full.")
+    return _set_caption(fig, f"From the step's own scheduler functions (grid size, cluster_tile); {spread} cluster-tiles. "
+                             + note)
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters 9-10: tile orders and the L2 panel model
+# ---------------------------------------------------------------------------------------------
+
+
+def l2_panels(traffic: dict, title: str = "") -> Figure:
+    """``traffic = {order: gemm_course.sim.L2Traffic}``: distinct A and B panels per wave (left) and
+    the panel bytes the model reads from DRAM in total, against the floor of reading each panel once."""
+    kinds = list(traffic)
+    fig = _new_figure(10.5, 4.4)
+    left, right = fig.subplots(1, 2, width_ratios=[1.4, 1])
+    for kind in kinds:
+        t = traffic[kind]
+        per_wave = [a + b for a, b in zip(t.a_per_wave, t.b_per_wave)]
+        left.plot(range(1, len(per_wave) + 1), per_wave, marker="o", markersize=3, label=kind)
+    left.xaxis.get_major_locator().set_params(integer=True)
+    left.set_xlabel("wave")
+    left.set_ylabel("distinct panels in the wave (A + B)")
+    left.set_ylim(bottom=0)
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    left.set_title("panels each wave touches", fontsize=10)
+    x = np.arange(len(kinds))
+    a = [traffic[k].a_panels * traffic[k].a_panel_bytes / 1e9 for k in kinds]
+    b = [traffic[k].b_panels * traffic[k].b_panel_bytes / 1e9 for k in kinds]
+    right.bar(x, a, 0.6, label="A panels", color="#4c72b0")
+    bars = right.bar(x, b, 0.6, bottom=a, label="B panels", color="#dd8452")
+    right.bar_label(bars, labels=[f"{ai + bi:.2f} GB" for ai, bi in zip(a, b)], fontsize=8, padding=2)
+    floor = traffic[kinds[0]].min_bytes / 1e9
+    right.axhline(floor, color="black", linestyle="--", linewidth=1, label=f"every panel once: {floor:.2f} GB")
+    right.set_xticks(x)
+    right.set_xticklabels(kinds, fontsize=9)
+    right.set_ylabel("GB read from DRAM (model)")
+    right.margins(y=0.15)
+    right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    right.set_title("total, one wave in L2 at a time", fontsize=10)
+    t0 = traffic[kinds[0]]
+    fig.suptitle(title or "L2 panel model", fontsize=11)
+    return _set_caption(fig, "gemm_course.sim.l2_traffic: the order is cut into waves (one tile per cluster); each wave "
+                             "reads every distinct A row panel and B column panel it needs once, and nothing survives "
+                             f"from one wave to the next. A model, not a measurement. A panel: {t0.a_panel_bytes / 2**20:g} "
+                             f"MiB of A, {t0.b_panel_bytes / 2**20:g} MiB of B; {t0.waves} waves.")
+
+
+def latest_sweep(records: Sequence[dict], step: str = "sm90/10") -> list:
+    """The records of ``step`` (default config) in the newest results file whose name says ``sweep``
+    (newest: the file holding the latest record date)."""
+    from . import ladder
+
+    default = dataclasses.asdict(ladder.get(step).default)
+    sweep = [r for r in records if r["step"] == step and r.get("config") == default and "sweep" in r.get("_file", "")]
+    if not sweep:
+        return []
+    newest = max(sweep, key=lambda r: (r.get("date", ""), r["_file"]))["_file"]
+    return [r for r in sweep if r["_file"] == newest]
+
+
+def geomean(values: Iterable[float]) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def sweep_ratios(records: Sequence[dict], step: str = "sm90/10") -> Figure:
+    """Ratio to cuBLAS (same run) per shape of the newest sweep of ``step``, with the geometric mean."""
+    from . import bench
+
+    sweep = latest_sweep(records, step)
+    fig = _new_figure(11, 4.8)
+    ax = fig.add_subplot()
+    if not sweep:
+        ax.text(0.5, 0.5, f"No sweep record of {step} under results/ yet", ha="center", va="center",
+                transform=ax.transAxes, fontsize=11)
+        ax.axis("off")
+        return _set_caption(fig, f"No sweep of {step} recorded.")
+    labels = [f"{r['shape']['m']}x{r['shape']['n']}x{r['shape']['k']}" for r in sweep]
+    ratios = [r["ratio_to_cublas"] for r in sweep]
+    squares = [r["shape"]["m"] == r["shape"]["n"] == r["shape"]["k"] for r in sweep]
+    x = np.arange(len(sweep))
+    colors = ["#4c72b0" if s else "#55a868" for s in squares]
+    ax.vlines(x, 1.0, ratios, colors=colors, linewidth=3)
+    ax.scatter(x, ratios, color=colors, s=30, zorder=3)
+    for xi, v in zip(x, ratios):
+        ax.annotate(f"{v:.3f}", (xi, v), xytext=(0, -10 if v < 1 else 4), textcoords="offset points", ha="center",
+                    va="top" if v < 1 else "bottom", fontsize=6.5)
+    g = geomean(ratios)
+    ax.axhline(1.0, color=_CUBLAS, linewidth=1.5)
+    ax.axhline(g, color="black", linestyle="--", linewidth=1.2)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7.5)
+    low = min(ratios + [g])
+    ax.set_ylim(max(0.0, low - 0.04), max(ratios + [1.0]) + 0.03)
+    ax.set_ylabel("TFLOP/s / cuBLAS TFLOP/s (same run)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(handles=[Patch(color="#4c72b0", label="square"), Patch(color="#55a868", label="LLM-like (M=8192)"),
+                       Patch(color=_CUBLAS, label="cuBLAS = 1"),
+                       Patch(facecolor="none", edgecolor="black", linestyle="--", label=f"geometric mean {g:.3f}")],
+              fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(f"{step} against cuBLAS on {len(sweep)} shapes (medians of per-launch times; the axis does not "
+                 "start at 0)", fontsize=10)
+    return _set_caption(fig, f"{bench.provenance(sweep[0])}. Each point: the step's median TFLOP/s over cuBLAS's median "
+                             "timed interleaved in the same run.")

@@ -1,6 +1,7 @@
 """Step 10 (Hopper) - tiles in the order of a generalized Hilbert curve (Gilbert path).
 
-Parent: step 9. Key difference: only ``cluster_tile`` changes. The scheduler's cluster-tile
+Parent: step 9. Key difference: only ``cluster_tile`` changes (so the class subclasses step 8,
+replacing step 9's grouped order in the same one function). The scheduler's cluster-tile
 index is mapped to (m, n) along a *Gilbert* curve: a generalized Hilbert curve that fills any
 rectangle (not just 2^k squares), moving between neighbouring tiles at every step (one diagonal
 step at most, on some odd-by-even grids). Consecutive tiles stay close in both m and n at every
