@@ -966,14 +966,7 @@ assert not parent.can_implement(ragged)[0] and step.can_implement(ragged)[0]
 Both steps compiled on this machine: resources, PTX markers, and the store instructions in SASS.
 """),
     code("""
-arts = {s.key: arch.compile_step(s) for s in (parent, step)}
-reports = {key: gi.report(art) for key, art in arts.items()}
-for r in reports.values():
-    print(r, "\\n")
-ptx = arts[step.key].ptx
-for marker in step.ptx_markers:
-    print(f"PTX {marker!r}: {ptx.count(marker)}")
-    assert marker in ptx
+reports, ptx = gi.compare(parent, step)
 """),
     code("""
 families = {"global stores": ("STG",), "stmatrix": ("STSM",), "TMA stores": ("UTMASTG",),
@@ -1141,14 +1134,7 @@ CTA's shared memory alive until its peer can no longer arrive on it. The main lo
 ## 3. Compile and inspect for `sm_90a`
 """),
     code("""
-arts = {s.key: arch.compile_step(s) for s in (parent, step)}
-reports = {key: gi.report(art) for key, art in arts.items()}
-for r in reports.values():
-    print(r, "\\n")
-ptx = arts[step.key].ptx
-for marker in step.ptx_markers + ("mbarrier.arrive.shared::cluster",):
-    print(f"PTX {marker!r}: {ptx.count(marker)}")
-    assert marker in ptx
+reports, ptx = gi.compare(parent, step, extra_markers=("mbarrier.arrive.shared::cluster",))
 ops = dict(reports[step.key].top_opcodes)
 print("TMA loads in SASS:", {op: n for op, n in ops.items() if op.startswith("UTMALDG")})
 assert any(op.startswith("UTMALDG") and "MULTICAST" in op for op in ops)
@@ -1462,13 +1448,7 @@ size the docstring predicted.
 The same resources as step 6; a few more integer instructions for the tile index.
 """),
     code("""
-reports = {s.key: gi.report(arch.compile_step(s)) for s in (parent, step)}
-for r in reports.values():
-    print(r, "\\n")
-ptx = arch.compile_step(step).ptx
-for marker in step.ptx_markers:
-    print(f"PTX {marker!r}: {ptx.count(marker)}")
-    assert marker in ptx
+reports, ptx = gi.compare(parent, step)
 assert reports["sm90/7"].resources.registers == reports["sm90/6"].resources.registers
 assert reports["sm90/7"].smem_bytes == reports["sm90/6"].smem_bytes
 viz.instruction_mix(reports, title="Steps 6 and 7: static SASS instruction mix")
@@ -1592,13 +1572,7 @@ the tail across all clusters could win back at that size (stream-K, chapter 10's
 The scheduler is integer arithmetic on every tile: the instruction mix shows it.
 """),
     code("""
-reports = {s.key: gi.report(arch.compile_step(s)) for s in (parent, step)}
-for r in reports.values():
-    print(r, "\\n")
-ptx = arch.compile_step(step).ptx
-for marker in step.ptx_markers:
-    print(f"PTX {marker!r}: {ptx.count(marker)}")
-    assert marker in ptx
+reports, ptx = gi.compare(parent, step)
 assert reports["sm90/8"].resources.registers == reports["sm90/7"].resources.registers
 viz.instruction_mix(reports, title="Steps 7 and 8: static SASS instruction mix")
 """),
@@ -1735,13 +1709,7 @@ so many of the model's "panel reads" hit L2 anyway; at $8192^3$ (256 MiB) they c
 ## 3. Compile and inspect for `sm_90a`
 """),
     code("""
-reports = {s.key: gi.report(arch.compile_step(s)) for s in (parent, step)}
-for r in reports.values():
-    print(r, "\\n")
-ptx = arch.compile_step(step).ptx
-for marker in step.ptx_markers:
-    print(f"PTX {marker!r}: {ptx.count(marker)}")
-    assert marker in ptx
+reports, ptx = gi.compare(parent, step)
 assert reports["sm90/9"].resources.registers == reports["sm90/8"].resources.registers
 viz.instruction_mix(reports, title="Steps 8 and 9: static SASS instruction mix")
 """),
@@ -1886,13 +1854,7 @@ drift apart in time), so the measurements decide.
 The descent is a loop of integer operations per tile, and it shows in the instruction mix:
 """),
     code("""
-reports = {s.key: gi.report(arch.compile_step(s)) for s in (parent, step)}
-for r in reports.values():
-    print(r, "\\n")
-ptx = arch.compile_step(step).ptx
-for marker in step.ptx_markers:
-    print(f"PTX {marker!r}: {ptx.count(marker)}")
-    assert marker in ptx
+reports, ptx = gi.compare(parent, step)
 math_ops = {k: r.mix.get("integer/address math", 0) for k, r in reports.items()}
 print("integer/address math instructions:", math_ops)
 assert math_ops["sm90/10"] > math_ops["sm90/9"]

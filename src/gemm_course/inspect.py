@@ -198,3 +198,21 @@ def smem_request(artifacts) -> Optional[int]:
     if dyn is None:
         return static or None
     return static + dyn
+
+
+def compare(parent, step, extra_markers=()) -> tuple:
+    """Print the reports of a step and its parent and check the step's PTX markers (the chapters' cell).
+
+    Returns ``({key: Report}, step_ptx)``; raises AssertionError if a marker the step claims is absent.
+    """
+    from . import arch
+
+    arts = {s.key: arch.compile_step(s) for s in (parent, step)}
+    reports = {key: report(art) for key, art in arts.items()}
+    for r in reports.values():
+        print(r, "\n")
+    ptx = arts[step.key].ptx
+    for marker in tuple(step.ptx_markers) + tuple(extra_markers):
+        print(f"PTX {marker!r}: {ptx.count(marker)}")
+        assert marker in ptx, f"{step.key}: PTX lacks {marker!r}"
+    return reports, ptx
