@@ -134,7 +134,13 @@ class Gemm(parent.Gemm):
         self.smem_bytes = self.shared_storage.size_in_bytes()
         self.kernel(
             tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout
-        ).launch(grid=self.grid(mC), block=[self.threads, 1, 1], cluster=self.cluster_shape_mnk, stream=stream)
+        ).launch(
+            grid=self.grid(mC), block=[self.threads, 1, 1], cluster=self.cluster_shape_mnk, stream=stream,
+            **self.launch_options(),
+        )
+
+    def launch_options(self) -> dict:
+        return {}
 
     # ---- device side --------------------------------------------------------------------------
 

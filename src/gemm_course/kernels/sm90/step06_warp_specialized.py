@@ -58,21 +58,8 @@ class Gemm(parent.Gemm):
         self.consumer_threads = self.threads  # the MMA warpgroups, as in step 5
         self.threads = WARPGROUP + self.consumer_threads  # + the producer warpgroup (warpgroup 0)
 
-    @cute.jit
-    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream):
-        tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_a, tma_atom_b, tma_b = self.make_mainloop_operands(mA, mB)
-        epi_smem_layout, tma_atom_c, tma_c = self.make_epilogue_operands(mC)
-        self.shared_storage = self.make_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
-        self.smem_bytes = self.shared_storage.size_in_bytes()
-        self.kernel(
-            tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout
-        ).launch(
-            grid=self.grid(mC),
-            block=[self.threads, 1, 1],
-            cluster=self.cluster_shape_mnk,
-            min_blocks_per_mp=1,  # a register cap at launch, so setmaxnreg can move registers
-            stream=stream,
-        )
+    def launch_options(self) -> dict:
+        return {"min_blocks_per_mp": 1}  # a register cap at launch, so setmaxnreg can move registers
 
     # ---- device side: which tiles this CTA computes (later steps change only these) -----------
 
