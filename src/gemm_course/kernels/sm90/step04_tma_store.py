@@ -172,12 +172,13 @@ class Gemm(parent.Gemm):
             frag_out = cute.make_rmem_tensor_like(frag_layout, C_DTYPE)
             frag_out.store(frag.load().to(C_DTYPE))
             stage = i % cute.size(sC, mode=[2])
+            if epi_tidx == 0:
+                store_pipeline.producer_acquire()  # this buffer's previous store has read it (waits only if not)
+            cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=epi_threads)
             cute.copy(r2s, frag_out, tRS_sC[(None, None, None, stage)])
             cute.arch.fence_proxy("async.shared", space="cta")  # threads' writes -> visible to the copy engine
             cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=epi_threads)
             if epi_tidx == 0:
                 cute.copy(tma_atom_c, tCsC[(None, stage)], tCgC[(None, subtile_layout.get_hier_coord(i))])
                 store_pipeline.producer_commit()
-                store_pipeline.producer_acquire()  # the next use of this buffer waits for its store to read it
-            cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=epi_threads)
 

@@ -70,6 +70,14 @@ class Gemm(parent.Gemm):
         bidx, bidy, _ = cute.arch.block_idx()
         return (bidx, bidy, None)
 
+    def producer_tile(self, i, mC: cute.Tensor, storage):
+        """The producer's i-th tile (before its first load)."""
+        return self.tile_coord(i, mC)
+
+    def consumer_tile(self, i, mC: cute.Tensor, storage):
+        """The consumers' i-th tile (for its epilogue); here they compute it too."""
+        return self.tile_coord(i, mC)
+
     # ---- device side: one method per role -----------------------------------------------------
 
     @cute.jit
@@ -141,7 +149,7 @@ class Gemm(parent.Gemm):
             if warp_idx == 0:
                 load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 for i in cutlass.range(self.num_tiles(mC), unroll=1):
-                    tile_coord = self.tile_coord(i, mC)
+                    tile_coord = self.producer_tile(i, mC, storage)
                     load_state = self.produce_tile(mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
                 mainloop_pipeline.producer_tail(load_state)
         else:
@@ -160,7 +168,7 @@ class Gemm(parent.Gemm):
                 read_state, release_state = self.consume_tile(
                     mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, num_k_tiles
                 )
-                tile_coord = self.tile_coord(i, mC)  # only the epilogue needs it: not before the first wgmma
+                tile_coord = self.consumer_tile(i, mC, storage)  # only the epilogue needs it: not before the first wgmma
                 self.epilogue_tma(
                     tiled_mma, accumulators, tma_atom_c, mC, sC, tile_coord, store_pipeline, self.consumer_threads, WARPGROUP
                 )

@@ -9,6 +9,13 @@ Parent: step 7. Key differences:
   raster here (``cluster_tile``); steps 9 and 10 change only that function.
 * Launch and CTA start-up costs are paid once per SM, and the "epilogue under the next tile's
   loads" overlap of step 7 now spans every tile of the SM, not pairs.
+* The producer warp is the scheduler: it computes each tile's coordinates once, before the
+  tile's first load, and hands them to the consumers through a small ring in shared memory
+  (``tile_ring``, ``stages + 2`` slots). The write is ordered before the consumers' read by the
+  stage's *full* barrier (the producer arrives on it after writing; the consumers wait on it
+  before their epilogue reads the slot). The consumers never run the scheduler's arithmetic,
+  which a costlier order (step 10) would otherwise put between every tile's last wgmma and its
+  epilogue.
 
 Expected: at 4096^3 with 128x256 tiles there are 512 tiles for 132 SMs: 3.9 waves either way;
 the gain is the fill/drain of step 7's pairs and of CTA launches, a few percent.
@@ -23,6 +30,7 @@ import cutlass.cute as cute
 
 from ... import arch
 from . import step06_warp_specialized, step07_epilogue_overlap as parent
+from .step02_wgmma_tma import AB_DTYPE, C_DTYPE
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 
 H200_SMS = 132  # compile-time grid size when no GPU is present to ask
@@ -42,6 +50,21 @@ class Gemm(parent.Gemm):
         super().__init__(config)
         cm, cn, _ = self.cluster_shape_mnk
         self.max_clusters = (arch.machine().sm_count or H200_SMS) // (cm * cn)
+        # the producer runs at most `stages` K tiles ahead, so at most stages + 1 tiles' slots are live
+        self.ring_depth = self.stages + 2
+
+    def make_shared_storage(self, a_smem_layout, b_smem_layout, epi_smem_layout):
+        stages, ring_depth = self.stages, self.ring_depth
+
+        @cute.struct
+        class SharedStorage:
+            mainloop_barriers: cute.struct.MemRange[cutlass.Int64, 2 * stages]  # full + empty per stage
+            tile_ring: cute.struct.MemRange[cutlass.Int32, 2 * ring_depth]  # (m, n) of upcoming tiles
+            sA: cute.struct.Align[cute.struct.MemRange[AB_DTYPE, cute.cosize(a_smem_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[AB_DTYPE, cute.cosize(b_smem_layout)], 1024]
+            sC: cute.struct.Align[cute.struct.MemRange[C_DTYPE, cute.cosize(epi_smem_layout)], 1024]
+
+        return SharedStorage
 
     def cluster_grid(self, mC: cute.Tensor):
         """Cluster-tiles along M and N."""
@@ -75,3 +98,18 @@ class Gemm(parent.Gemm):
         index = bidx // cm + i * (gdimx // cm)
         tile_m, tile_n = self.cluster_tile(index, clusters_m, clusters_n)
         return (tile_m * cm + bidx % cm, tile_n * cn + bidy, None)
+
+    def producer_tile(self, i, mC: cute.Tensor, storage):
+        """Compute tile i and publish it in ring slot i % ring_depth before the tile's first load."""
+        tile_coord = self.tile_coord(i, mC)
+        ring = storage.tile_ring.get_tensor(cute.make_layout((2, self.ring_depth)))
+        with cute.arch.elect_one():
+            ring[0, i % self.ring_depth] = tile_coord[0]
+            ring[1, i % self.ring_depth] = tile_coord[1]
+        cute.arch.sync_warp()  # the write precedes whichever lane arrives on the next full barrier
+        return tile_coord
+
+    def consumer_tile(self, i, mC: cute.Tensor, storage):
+        """Read tile i from the ring: its first stage's full barrier, already waited on, ordered the write."""
+        ring = storage.tile_ring.get_tensor(cute.make_layout((2, self.ring_depth)))
+        return (ring[0, i % self.ring_depth], ring[1, i % self.ring_depth], None)

@@ -1,0 +1,79 @@
+"""Compare kernel variants and cuBLAS interleaved in one process (GPU). For tuning, not for the book.
+
+    python3 scripts/gpu_tune.py --shapes 4096 8192 --out OUT  sm90/9  sm90/10  "sm90/10:epi_stages=4"
+
+A variant is ``STEP[:FIELD=VALUE,...]``; ``PACKAGE@STEP`` takes the step's module from a sibling
+package of ``gemm_course.kernels.sm90`` (e.g. a copy of an older version kept for an A/B test).
+Every variant is checked against float32 on the shape before timing. All variants and cuBLAS
+go through one ``bench.compare`` call per shape, so they share the GPU's clock and temperature.
+Prints a table of medians and ratios to cuBLAS; writes the raw per-launch times as JSON.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+import torch
+
+from gemm_course import bench, ladder, run
+from gemm_course.cli import _parse_config, _shapes
+from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+
+
+def variant(spec: str):
+    package, _, rest = spec.rpartition("@")
+    key, _, fields = rest.partition(":")
+    step = ladder.get(key)
+    if package:  # a distinct key, so the compile cache never mixes the two versions
+        module = step.module_name.replace(f".{step.arch}.", f".{package}.")
+        step = dataclasses.replace(step, number=1000 + step.number, module_name=module)
+    return step, _parse_config(step, fields.split(",") if fields else [])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("variants", nargs="+")
+    p.add_argument("--shapes", nargs="+", default=["4096", "8192"])
+    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    variants = {spec: variant(spec) for spec in args.variants}
+    rows = []
+    for m, n, k in _shapes(args.shapes):
+        problem = GemmProblem(m, n, k)
+        a, b, c = make_inputs(problem, "cuda", 0)
+        ref = reference(a, b)
+        providers = {}
+        for spec, (step, config) in variants.items():
+            out = torch.full_like(c, float("nan"))
+            launch = run.prepare(step, a, b, out, config)
+            launch()
+            torch.cuda.synchronize()
+            err = relative_error(out, ref)
+            if not err < run.TOLERANCE:
+                sys.exit(f"{spec} is wrong on {problem.label}: relative error {err:.3g}")
+            providers[spec] = launch
+        c_ref = torch.empty_like(c)
+        providers["cublas"] = lambda: torch.mm(a, b.t(), out=c_ref)
+        timed = bench.compare(providers, repeats=args.repeats, rounds=args.rounds)
+        cublas = bench.summarize(timed["cublas"]["each"])["median"]
+        for spec, t in timed.items():
+            med = bench.summarize(t["each"])["median"]
+            rows.append({"shape": problem.label, "variant": spec, "median_ms": med, "tflops": bench.tflops(problem, med),
+                         "ratio_to_cublas": cublas / med, "seed_tflops": bench.tflops(problem, t["seed_mean"]),
+                         "each_ms": t["each"]})
+        print(f"{problem.label} done", flush=True)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "tune.json"), "w") as f:
+            json.dump({"env": bench.environment(), "rows": rows}, f)
+    print(f"{'shape':<18} {'variant':<40} {'TFLOP/s':>8} {'x cuBLAS':>9} {'seed':>7}")
+    for r in rows:
+        print(f"{r['shape']:<18} {r['variant']:<40} {r['tflops']:8.1f} {r['ratio_to_cublas']:9.3f} {r['seed_tflops']:7.1f}")
+
+
+if __name__ == "__main__":
+    main()
