@@ -57,3 +57,30 @@ def test_bench_record_has_same_run_cublas(tmp_path):
     assert rec["cublas_tflops"]["median"] > 50 and rec["tflops"]["median"] > 1
     path = bench.write_records([rec], "pytest", out_dir=str(tmp_path))
     assert bench.load_records(str(tmp_path.parent)) or path
+
+
+@pytest.mark.skipif(arch.machine().target != "sm_90a", reason="the stream-K tail is in the Hopper steps")
+@pytest.mark.parametrize("key", ["sm90/8", "sm90/10"])
+def test_stream_k_tail_is_correct_launch_after_launch(key):
+    """Shapes whose last wave is split along K (hand-over through the workspace), launched three
+    times on one workspace: every launch must leave the flags ready for the next."""
+    import torch
+
+    from gemm_course import schedule
+    from gemm_course.kernels.sm90.step08_persistent import max_clusters
+    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+
+    step = ladder.get(key)
+    clusters = max_clusters(step.default.cluster_m * step.default.cluster_n)
+    for m, n, k in [(8192, 8192, 8192), (5000, 3000, 3000), (8000, 8104, 4000), (2999, 12288, 6000)]:
+        tiles = -(-m // 256) * -(-n // 256)
+        assert schedule.split_tail(tiles, min(tiles, clusters), -(-k // 64))[1] > 0, (m, n, k)  # the tail is split
+        a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
+        ref = reference(a, b)
+        launch = run.prepare(step, a, b, c)
+        for _ in range(3):
+            c.fill_(float("nan"))
+            launch()
+            torch.cuda.synchronize()
+            assert relative_error(c, ref) < run.TOLERANCE
+        assert int(launch.workspace[1].abs().sum()) == 0  # every flag reset by its finisher

@@ -187,6 +187,13 @@ def runtime_operands(a, b, c):
     return wrap(a), wrap(b), wrap(c)
 
 
+def runtime_workspace(tensors) -> tuple:
+    """CuTe views of a step's scratch tensors (zero-filled torch tensors; static shapes)."""
+    from cutlass.cute.runtime import from_dlpack
+
+    return tuple(from_dlpack(t, assumed_align=16) for t in tensors)
+
+
 def runtime_operands_any(a, b, c):
     """Wrap torch tensors with no alignment promise (the naive step accepts any shape)."""
     from cutlass.cute.runtime import from_dlpack
@@ -205,6 +212,30 @@ def fake_operands_any():
         return make_fake_tensor(cutlass.BFloat16, (rows, cols), stride=(cute.sym_int64(), 1), assumed_align=2)
 
     return fake(m, k), fake(n, k), fake(m, n)
+
+
+_DTYPES = {"float32": "Float32", "int32": "Int32"}
+
+
+def workspace_shapes(step, config) -> tuple:
+    """((dtype, shape), ...) of the scratch tensors a step's kernel takes after the stream (may be empty)."""
+    shapes = getattr(step.load().Gemm, "workspace_shapes", None)
+    return shapes(config) if shapes else ()
+
+
+def fake_workspace(step, config) -> tuple:
+    import cutlass
+    from cutlass.cute.runtime import make_fake_compact_tensor
+
+    return tuple(
+        make_fake_compact_tensor(getattr(cutlass, _DTYPES[dtype]), shape, assumed_align=16)
+        for dtype, shape in workspace_shapes(step, config)
+    )
+
+
+def call_arguments(operands: tuple, stream) -> tuple:
+    """(A, B, C, stream, *workspace): a kernel's scratch tensors come after the stream."""
+    return (*operands[:3], stream, *operands[3:])
 
 
 def compile_step(step, config=None, target: Optional[str] = None, shape_class: str = "dynamic", operands=None):
@@ -230,7 +261,7 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
         module = step.load()
         gemm = module.Gemm(config)
         if operands is None:
-            operands = fake_operands_any() if step.any_shape else fake_operands(shape_class)
+            operands = (fake_operands_any() if step.any_shape else fake_operands(shape_class)) + fake_workspace(step, config)
             stream = make_fake_stream()
         else:
             import torch
@@ -239,7 +270,7 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
             stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
         with tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp, targeting(target, tmp):
             t0 = time.perf_counter()
-            compiled = cute.compile[cute.KeepPTX, cute.KeepCUBIN](gemm, *operands, stream)
+            compiled = cute.compile[cute.KeepPTX, cute.KeepCUBIN](gemm, *call_arguments(operands, stream))
             seconds = time.perf_counter() - t0
             ptx = _artifact(compiled.artifacts.PTX, binary=False)
             cubin = _artifact(compiled.artifacts.CUBIN, binary=True)

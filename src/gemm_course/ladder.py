@@ -96,6 +96,7 @@ _ANY_MN = "any M; N and K multiples of 8"
 _HOPPER_TMA = (_MMA, _TMA, _BAR, _GMEM)  # steps 2-3: TMA in, fragments straight out
 _HOPPER_TMA_STORE = (_MMA, _TMA, _BAR, _SMEM)  # step 4 on: the epilogue goes through shared memory
 _HOPPER_WS = ("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster")  # steps 7-10
+_HOPPER_SK = _HOPPER_WS + ("ld.acquire.gpu", "st.release.gpu")  # steps 8-10: stream-K hand-over flags
 _BLACKWELL = (
     "tcgen05.mma.cta_group::1",
     "tcgen05.alloc",
@@ -196,11 +197,13 @@ _STEPS = [
         "sm90",
         f"{_K}.sm90.step08_persistent",
         "Persistent kernel with a static tile scheduler",
-        "one CTA per SM loops over cluster-tiles c, c+G, c+2G, ... in row-raster order",
+        "one CTA per SM loops over cluster-tiles c, c+G, c+2G, ... in row-raster order; the "
+        "producer publishes each tile to the consumers; a last partial wave is split along K "
+        "over every cluster (stream-K tail); the epilogue stages half a tile per TMA store",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        ptx_markers=_HOPPER_WS,
-        knobs=(("stages", (3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
+        ptx_markers=_HOPPER_SK,
+        knobs=(("stages", (3, 4)), ("epi_n", (32, 128)), ("stream_k", (False, True))),
     ),
     Step(
         9,
@@ -211,7 +214,7 @@ _STEPS = [
         "touches fewer A and B panels",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        ptx_markers=_HOPPER_WS,
+        ptx_markers=_HOPPER_SK,
         knobs=(("group", (1, 2, 4, 8, 16)),),
     ),
     Step(
@@ -223,7 +226,7 @@ _STEPS = [
         "the kernel, keeping every wave of tiles compact in both directions",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        ptx_markers=_HOPPER_WS,
+        ptx_markers=_HOPPER_SK,
         knobs=(("stages", (3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
     Step(

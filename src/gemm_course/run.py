@@ -43,11 +43,12 @@ class Launcher:
     config: object
     problem: GemmProblem
     artifacts: arch.Artifacts
-    operands: tuple  # CuTe views of (A, B, C)
+    operands: tuple  # CuTe views of (A, B, C) and of the step's scratch tensors, if any
     stream: object
+    workspace: tuple = ()  # the torch tensors behind the scratch views (kept alive here)
 
     def __call__(self):
-        self.artifacts.compiled(*self.operands, self.stream)
+        self.artifacts.compiled(*arch.call_arguments(self.operands, self.stream))
 
 
 def prepare(step, a, b, c, config=None) -> Launcher:
@@ -63,10 +64,13 @@ def prepare(step, a, b, c, config=None) -> Launcher:
     if not ok:
         raise GemmInputError(f"{step.key} cannot compute {problem.label}: {why}")
     wrap = arch.runtime_operands_any if step.any_shape else arch.runtime_operands
-    operands = wrap(a, b, c)
+    workspace = tuple(
+        torch.zeros(shape, dtype=getattr(torch, dtype), device=a.device) for dtype, shape in arch.workspace_shapes(step, config)
+    )
+    operands = wrap(a, b, c) + arch.runtime_workspace(workspace)
     art = arch.compile_step(step, config, target, shape_class="runtime", operands=operands)
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    return Launcher(step, config, problem, art, operands, stream)
+    return Launcher(step, config, problem, art, operands, stream, workspace)
 
 
 def gemm(step, a, b, c=None, config=None):

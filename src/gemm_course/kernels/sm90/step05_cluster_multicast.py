@@ -128,12 +128,17 @@ class Gemm(parent.Gemm):
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream):
+        self.launch_kernel(mA, mB, mC, stream)
+
+    def launch_kernel(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, *workspace):
+        """Build the operands, then launch; ``workspace`` tensors (step 8 on) go to the kernel last."""
         tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_a, tma_atom_b, tma_b = self.make_mainloop_operands(mA, mB)
         epi_smem_layout, tma_atom_c, tma_c = self.make_epilogue_operands(mC)
         self.shared_storage = self.make_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
         self.smem_bytes = self.shared_storage.size_in_bytes()
         self.kernel(
-            tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout
+            tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout,
+            *workspace,
         ).launch(
             grid=self.grid(mC), block=[self.threads, 1, 1], cluster=self.cluster_shape_mnk, stream=stream,
             **self.launch_options(),

@@ -70,26 +70,18 @@ class Gemm(parent.Gemm):
         bidx, bidy, _ = cute.arch.block_idx()
         return (bidx, bidy, None)
 
-    def producer_tile(self, i, mC: cute.Tensor, storage):
-        """The producer's i-th tile (before its first load)."""
-        return self.tile_coord(i, mC)
-
-    def consumer_tile(self, i, mC: cute.Tensor, storage):
-        """The consumers' i-th tile (for its epilogue); here they compute it too."""
-        return self.tile_coord(i, mC)
-
     # ---- device side: one method per role -----------------------------------------------------
 
     @cute.jit
-    def produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord):
-        """Producer warp: stream every K tile of one output tile through the stages.
+    def produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
+        """Producer warp: stream K tiles k_begin .. k_end - 1 of one output tile through the stages.
 
         The pipeline state runs on across tiles (its stage index and phase), so the K-tile
         coordinate is the loop counter, not the state's count. States are returned, not mutated
         in place: the tracer follows locals only.
         """
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
-        for k_tile in cutlass.range(cute.size(tAgA, mode=[1]), unroll=1):
+        for k_tile in cutlass.range(k_begin, k_end, unroll=1):
             self.load_k_tile(mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
             load_state.advance()
         return load_state
@@ -113,6 +105,31 @@ class Gemm(parent.Gemm):
         release_state.advance()
         return read_state, release_state
 
+    def shared_memory(self, a_smem_layout, b_smem_layout, epi_smem_layout):
+        """Allocate shared memory and initialize the mainloop pipeline's barriers, cluster-wide."""
+        smem = cutlass.memory.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+        mainloop_pipeline = self.make_mainloop_pipeline(storage, self.consumer_threads // 32)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mnk[:2], is_relaxed=True)
+        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (bM, bK, stages)
+        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (bN, bK, stages)
+        sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)
+        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
+        return storage, mainloop_pipeline, sA, sB, sC
+
+    def consumer_setup(self, tiled_mma, sA, sB, sC):
+        """A consumer thread's MMA fragments, accumulator, pipeline states and store bookkeeping."""
+        tidx, _, _ = cute.arch.thread_idx()
+        thr_mma = tiled_mma.get_slice(tidx - WARPGROUP)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # (MMA, MMA_M, MMA_K, stages)
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))  # (MMA, MMA_N, MMA_K, stages)
+        accumulators = cute.make_rmem_tensor(tiled_mma.partition_shape_C(self.tile_mnk[:2]), ACC_DTYPE)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        store_pipeline = self.make_store_pipeline(sC, self.consumer_threads)
+        return tCrA, tCrB, accumulators, read_state, release_state, store_pipeline
+
     @cute.kernel
     def kernel(
         self,
@@ -134,41 +151,30 @@ class Gemm(parent.Gemm):
             cpasync.prefetch_descriptor(tma_atom_a)
             cpasync.prefetch_descriptor(tma_atom_b)
 
-        smem = cutlass.memory.SmemAllocator()
-        storage = smem.allocate(self.shared_storage)
-        mainloop_pipeline = self.make_mainloop_pipeline(storage, self.consumer_threads // 32)
-        pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mnk[:2], is_relaxed=True)
-        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (bM, bK, stages)
-        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (bN, bK, stages)
-        sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)
-        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
+        storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(a_smem_layout, b_smem_layout, epi_smem_layout)
 
         if warpgroup_idx == 0:
             # producer warpgroup: one warp issues every TMA load, tile after tile
             cute.arch.setmaxregister_decrease(self.config.producer_registers)
             if warp_idx == 0:
                 load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
                 for i in cutlass.range(self.num_tiles(mC), unroll=1):
-                    tile_coord = self.producer_tile(i, mC, storage)
-                    load_state = self.produce_tile(mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
+                    tile_coord = self.tile_coord(i, mC)
+                    load_state = self.produce_tile(
+                        mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, 0, num_k_tiles
+                    )
                 mainloop_pipeline.producer_tail(load_state)
         else:
             # consumer warpgroups: wgmma, then the epilogue, tile after tile
             cute.arch.setmaxregister_increase(self.config.consumer_registers)
-            thr_mma = tiled_mma.get_slice(tidx - WARPGROUP)
-            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # (MMA, MMA_M, MMA_K, stages)
-            tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))  # (MMA, MMA_N, MMA_K, stages)
-            accumulators = cute.make_rmem_tensor(tiled_mma.partition_shape_C(self.tile_mnk[:2]), ACC_DTYPE)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-            read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-            release_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            tCrA, tCrB, accumulators, read_state, release_state, store_pipeline = self.consumer_setup(tiled_mma, sA, sB, sC)
             num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
-            store_pipeline = self.make_store_pipeline(sC, self.consumer_threads)
             for i in cutlass.range(self.num_tiles(mC), unroll=1):
                 read_state, release_state = self.consume_tile(
                     mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, num_k_tiles
                 )
-                tile_coord = self.consumer_tile(i, mC, storage)  # only the epilogue needs it: not before the first wgmma
+                tile_coord = self.tile_coord(i, mC)  # only the epilogue needs it: not before the first wgmma
                 self.epilogue_tma(
                     tiled_mma, accumulators, tma_atom_c, mC, sC, tile_coord, store_pipeline, self.consumer_threads, WARPGROUP
                 )

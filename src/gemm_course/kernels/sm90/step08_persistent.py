@@ -1,57 +1,99 @@
-"""Step 8 (Hopper) - a persistent kernel with a static tile scheduler.
+"""Step 8 (Hopper) - a persistent kernel with a static tile scheduler (and a stream-K tail).
 
 Parent: step 7. Key differences:
 
-* The grid is one cluster per ``cluster_m * cluster_n`` SMs (66 clusters of 2 on a 132-SM
-  H200), not one CTA per tile: every SM runs exactly one CTA for the whole GEMM.
+* The grid is as many clusters as the GPU can hold at once (66 clusters of 2 on a 132-SM
+  H200, asked from the driver), not one CTA per tile: every SM runs one CTA for the whole GEMM.
 * A static scheduler hands out cluster-tiles: cluster c computes c, c + G, c + 2G, ... (G
-  clusters in the grid) until the tile grid is covered. Cluster-tile index -> (m, n) is a row
-  raster here (``cluster_tile``); steps 9 and 10 change only that function.
-* Launch and CTA start-up costs are paid once per SM, and the "epilogue under the next tile's
-  loads" overlap of step 7 now spans every tile of the SM, not pairs.
-* The producer warp is the scheduler: it computes each tile's coordinates once, before the
-  tile's first load, and hands them to the consumers through a small ring in shared memory
-  (``tile_ring``, ``stages + 2`` slots). The write is ordered before the consumers' read by the
-  stage's *full* barrier (the producer arrives on it after writing; the consumers wait on it
-  before their epilogue reads the slot). The consumers never run the scheduler's arithmetic,
-  which a costlier order (step 10) would otherwise put between every tile's last wgmma and its
-  epilogue.
+  clusters in the grid). Cluster-tile index -> (m, n) is a row raster here (``cluster_tile``);
+  steps 9 and 10 change only that function.
+* The producer warp is the scheduler: it computes each unit's tile coordinates once, before the
+  unit's first load, and hands them to the consumers through a small ring in shared memory
+  (``tile_ring``, ``stages + 2`` slots). The stage's *full* barrier orders the write before the
+  consumers' read (the producer arrives on it after writing; the consumers wait on it before
+  their epilogue reads the slot), so the consumers never run the order's arithmetic between a
+  tile's last wgmma and its epilogue.
+* The epilogue runs once per tile on every SM, so it is made short: the staging area holds a
+  whole 128 x 256 tile (two 128 x 128 buffers, 64 KiB, where step 7 had two 128 x 32): two TMA
+  stores per tile instead of eight, and the first waits for a store issued a whole main loop
+  earlier. Shared memory pays with one mainloop stage (3 x 48 KiB instead of 4); on the H200
+  this measured 1-3% faster than step 7's split at 4096^3 and 8192^3 (``scripts/gpu_tune.py``).
+* Stream-K tail: when the tiles do not fill the last wave (4096^3: 256 cluster-tiles for 66
+  clusters, 3 full waves + 58), the last wave's K loops are split evenly over *all* clusters:
+  each gets ``58 * 64 / 66`` K tiles, a contiguous run that may start inside one tile and end
+  inside the next. The cluster that computes a split tile's first K tile finishes it: it waits
+  for the other parts (partial sums in fp32 written to a global workspace, each announced by a
+  flag written with release semantics), adds them, and runs the epilogue. Parts that start
+  mid-tile come first in every cluster's run and never wait, so nobody waits on a cluster that
+  is itself waiting. Skipped when the fix-up would cost more than the idle clusters it saves.
 
-Expected: at 4096^3 with 128x256 tiles there are 512 tiles for 132 SMs: 3.9 waves either way;
-the gain is the fill/drain of step 7's pairs and of CTA launches, a few percent.
+Expected: at 4096^3 with 128x256 tiles there are 512 tiles for 132 SMs: 3.9 waves; the full
+waves gain the fill/drain of step 7's pairs and of CTA launches, and the split tail turns a
+last wave that keeps 58 of 66 clusters busy into one that keeps all 66 busy for 58/66 of the
+time: up to 3% (every shape whose tile count is a multiple of 64 loses 2 of 66 clusters).
 
 Accepts: any M; N and K multiples of 8.
 """
 
 import dataclasses
+import functools
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import cpasync
 
-from ... import arch
+from ... import arch, schedule
 from . import step06_warp_specialized, step07_epilogue_overlap as parent
 from .step02_wgmma_tma import AB_DTYPE, C_DTYPE
+from .step04_tma_store import EPI_BARRIER_ID
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
+from .step05_cluster_multicast import WARPGROUP
 
 H200_SMS = 132  # compile-time grid size when no GPU is present to ask
 
 
 @dataclasses.dataclass(frozen=True)
 class Config(step06_warp_specialized.Config):
-    pass  # step 7's tiles_per_cta is gone: the scheduler decides
+    stages: int = 3  # one stage less than step 6 pays for ...
+    epi_n: int = 128  # ... a 64 KiB staging area: half a tile per TMA store, two per tile
+    stream_k: bool = True  # split the last partial wave's K loops over every cluster
 
 
 def check_config(config: Config):
     return step06_warp_specialized.check_config(config)
 
 
+@functools.lru_cache(maxsize=None)
+def max_clusters(cluster_size: int) -> int:
+    """Clusters the GPU runs at once (one CTA per SM); a full H200 when there is no GPU."""
+    machine = arch.machine()
+    if machine.has_gpu:
+        from cutlass.utils import HardwareInfo
+
+        return HardwareInfo().get_max_active_clusters(cluster_size)
+    return H200_SMS // cluster_size
+
+
 class Gemm(parent.Gemm):
     def __init__(self, config: Config):
         super().__init__(config)
         cm, cn, _ = self.cluster_shape_mnk
-        self.max_clusters = (arch.machine().sm_count or H200_SMS) // (cm * cn)
-        # the producer runs at most `stages` K tiles ahead, so at most stages + 1 tiles' slots are live
+        self.max_clusters = max_clusters(cm * cn)
+        # the producer runs at most `stages` K tiles ahead, so at most stages + 1 units' slots are live
         self.ring_depth = self.stages + 2
+
+    # ---- host side ----------------------------------------------------------------------------
+
+    @staticmethod
+    def workspace_shapes(config: Config) -> tuple:
+        """The stream-K scratch: one fp32 partial tile and one int32 flag per CTA of the grid."""
+        ctas = max_clusters(config.cluster_m * config.cluster_n) * config.cluster_m * config.cluster_n
+        return (("float32", (ctas * config.tile_m * config.tile_n,)), ("int32", (ctas,)))
+
+    @cute.jit
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, mPartials: cute.Tensor, mFlags: cute.Tensor):
+        self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags)
 
     def make_shared_storage(self, a_smem_layout, b_smem_layout, epi_smem_layout):
         stages, ring_depth = self.stages, self.ring_depth
@@ -59,7 +101,7 @@ class Gemm(parent.Gemm):
         @cute.struct
         class SharedStorage:
             mainloop_barriers: cute.struct.MemRange[cutlass.Int64, 2 * stages]  # full + empty per stage
-            tile_ring: cute.struct.MemRange[cutlass.Int32, 2 * ring_depth]  # (m, n) of upcoming tiles
+            tile_ring: cute.struct.MemRange[cutlass.Int32, 2 * ring_depth]  # (m, n) of upcoming units
             sA: cute.struct.Align[cute.struct.MemRange[AB_DTYPE, cute.cosize(a_smem_layout)], 1024]
             sB: cute.struct.Align[cute.struct.MemRange[AB_DTYPE, cute.cosize(b_smem_layout)], 1024]
             sC: cute.struct.Align[cute.struct.MemRange[C_DTYPE, cute.cosize(epi_smem_layout)], 1024]
@@ -78,38 +120,162 @@ class Gemm(parent.Gemm):
         cm, cn, _ = self.cluster_shape_mnk
         return (clusters * cm, cn, 1)
 
+    # ---- device side: the schedule ------------------------------------------------------------
+
     def cluster_tile(self, index, clusters_m, clusters_n):
         """Row raster: consecutive cluster-tiles walk along N, sharing A's row panel."""
         return index // clusters_n, index % clusters_n
 
-    def num_tiles(self, mC: cute.Tensor):
+    def tile_coord(self, index, mC: cute.Tensor):
+        """This CTA's tile of cluster-tile ``index``."""
+        bidx, bidy, _ = cute.arch.block_idx()
+        cm, cn, _ = self.cluster_shape_mnk
+        clusters_m, clusters_n = self.cluster_grid(mC)
+        tile_m, tile_n = self.cluster_tile(index, clusters_m, clusters_n)
+        return (tile_m * cm + bidx % cm, tile_n * cn + bidy, None)
+
+    def make_plan(self, mC: cute.Tensor, num_k_tiles):
+        """(cluster, clusters, whole tiles, start, end of this cluster's tail run, tail clusters, tail K tiles)."""
         bidx, _, _ = cute.arch.block_idx()
         gdimx, _, _ = cute.arch.grid_dim()
         cm = self.cluster_shape_mnk[0]
         clusters_m, clusters_n = self.cluster_grid(mC)
-        cluster_id, num_clusters = bidx // cm, gdimx // cm
-        return cute.ceil_div(clusters_m * clusters_n - cluster_id, num_clusters)
+        cluster, clusters = bidx // cm, gdimx // cm
+        # a constant False here trips the compiler; keep `enabled` a runtime value either way
+        enabled = num_k_tiles > 0 if self.config.stream_k else num_k_tiles < 0
+        whole_tiles, tail_clusters, tail_k_tiles = schedule.split_tail(
+            clusters_m * clusters_n, clusters, num_k_tiles, enabled, cutlass.select_, cutlass.min
+        )
+        start, end = schedule.tail_run(cluster, tail_clusters, tail_k_tiles, cutlass.select_, cutlass.max)
+        return cluster, clusters, whole_tiles, start, end, tail_clusters, tail_k_tiles
 
-    def tile_coord(self, i, mC: cute.Tensor):
-        bidx, bidy, _ = cute.arch.block_idx()
-        gdimx, _, _ = cute.arch.grid_dim()
-        cm, cn, _ = self.cluster_shape_mnk
-        clusters_m, clusters_n = self.cluster_grid(mC)
-        index = bidx // cm + i * (gdimx // cm)
-        tile_m, tile_n = self.cluster_tile(index, clusters_m, clusters_n)
-        return (tile_m * cm + bidx % cm, tile_n * cn + bidy, None)
+    def num_units(self, plan, num_k_tiles):
+        cluster, clusters, whole_tiles, start, end, _, _ = plan
+        return schedule.num_units(cluster, clusters, whole_tiles, start, end, num_k_tiles, cutlass.select_)
 
-    def producer_tile(self, i, mC: cute.Tensor, storage):
-        """Compute tile i and publish it in ring slot i % ring_depth before the tile's first load."""
-        tile_coord = self.tile_coord(i, mC)
+    def work_unit(self, u, plan, num_k_tiles):
+        """Unit u of this cluster: (cluster-tile index, first K tile, end K tile)."""
+        cluster, clusters, whole_tiles, start, end, _, _ = plan
+        return schedule.work_unit(u, cluster, clusters, whole_tiles, start, end, num_k_tiles, cutlass.select_, cutlass.min)
+
+    def last_helper(self, index, plan, num_k_tiles):
+        _, _, whole_tiles, _, _, tail_clusters, tail_k_tiles = plan
+        return schedule.last_helper(index, whole_tiles, tail_clusters, tail_k_tiles, num_k_tiles, cutlass.min)
+
+    # ---- device side: handing tiles and partial sums over --------------------------------------
+
+    def publish_tile(self, u, tile_coord, storage):
+        """Producer: ring slot u % ring_depth <- (m, n), before the unit's first load."""
         ring = storage.tile_ring.get_tensor(cute.make_layout((2, self.ring_depth)))
         with cute.arch.elect_one():
-            ring[0, i % self.ring_depth] = tile_coord[0]
-            ring[1, i % self.ring_depth] = tile_coord[1]
+            ring[0, u % self.ring_depth] = tile_coord[0]
+            ring[1, u % self.ring_depth] = tile_coord[1]
         cute.arch.sync_warp()  # the write precedes whichever lane arrives on the next full barrier
-        return tile_coord
 
-    def consumer_tile(self, i, mC: cute.Tensor, storage):
-        """Read tile i from the ring: its first stage's full barrier, already waited on, ordered the write."""
+    def published_tile(self, u, storage):
         ring = storage.tile_ring.get_tensor(cute.make_layout((2, self.ring_depth)))
-        return (ring[0, i % self.ring_depth], ring[1, i % self.ring_depth], None)
+        return (ring[0, u % self.ring_depth], ring[1, u % self.ring_depth], None)
+
+    def partial_slot(self, cluster):
+        """Workspace slot of this CTA's position in ``cluster``."""
+        bidx, bidy, _ = cute.arch.block_idx()
+        cm, cn, _ = self.cluster_shape_mnk
+        return (cluster * cm + bidx % cm) * cn + bidy
+
+    def partial_view(self, mPartials: cute.Tensor, slot, accumulators):
+        """This thread's accumulator values in a slot, value-major so each warp access is 128 contiguous bytes."""
+        tidx, _, _ = cute.arch.thread_idx()
+        n, threads = cute.size(accumulators), self.consumer_threads
+        return cute.make_tensor(mPartials.iterator + slot * (n * threads) + (tidx - WARPGROUP), cute.make_layout(n, stride=threads))
+
+    @cute.jit
+    def store_partial(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, slot):
+        """A part that started mid-tile: write the partial sum, then raise its flag (release)."""
+        tidx, _, _ = cute.arch.thread_idx()
+        part = self.partial_view(mPartials, slot, accumulators)
+        for v in cutlass.range_constexpr(cute.size(accumulators)):
+            part[v] = accumulators[v]
+        cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.consumer_threads)
+        if tidx == WARPGROUP:
+            cute.arch.store(mFlags.iterator + slot, cutlass.Int32(1), sem="release", scope="gpu")
+
+    @cute.jit
+    def add_partials(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, first_helper, last_helper):
+        """The finisher: wait for each helper's flag (acquire), reset it, add its partial sum."""
+        tidx, _, _ = cute.arch.thread_idx()
+        for helper in cutlass.range(first_helper, last_helper + 1, unroll=1):
+            slot = self.partial_slot(helper)
+            if tidx == WARPGROUP:
+                flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
+                while flag == 0:
+                    flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
+                cute.arch.store(mFlags.iterator + slot, cutlass.Int32(0))  # ready for the next launch
+            cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.consumer_threads)
+            part = self.partial_view(mPartials, slot, accumulators)
+            for v in cutlass.range_constexpr(cute.size(accumulators)):
+                accumulators[v] = accumulators[v] + part[v]
+
+    @cute.kernel
+    def kernel(
+        self,
+        tiled_mma: cute.TiledMma,
+        tma_atom_a: cute.CopyAtom,
+        mA: cute.Tensor,
+        tma_atom_b: cute.CopyAtom,
+        mB: cute.Tensor,
+        tma_atom_c: cute.CopyAtom,
+        mC: cute.Tensor,
+        a_smem_layout: cute.ComposedLayout,
+        b_smem_layout: cute.ComposedLayout,
+        epi_smem_layout: cute.ComposedLayout,
+        mPartials: cute.Tensor,
+        mFlags: cute.Tensor,
+    ):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP)
+        if warp_idx == 0:
+            cpasync.prefetch_descriptor(tma_atom_a)
+            cpasync.prefetch_descriptor(tma_atom_b)
+
+        storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(a_smem_layout, b_smem_layout, epi_smem_layout)
+        num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
+        plan = self.make_plan(mC, num_k_tiles)
+        num_units = self.num_units(plan, num_k_tiles)
+
+        if warpgroup_idx == 0:
+            # producer warpgroup: one warp runs the schedule, publishes each unit's tile, loads its K tiles
+            cute.arch.setmaxregister_decrease(self.config.producer_registers)
+            if warp_idx == 0:
+                load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                for u in cutlass.range(num_units, unroll=1):
+                    index, k_begin, k_end = self.work_unit(u, plan, num_k_tiles)
+                    tile_coord = self.tile_coord(index, mC)
+                    self.publish_tile(u, tile_coord, storage)
+                    load_state = self.produce_tile(
+                        mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end
+                    )
+                mainloop_pipeline.producer_tail(load_state)
+        else:
+            # consumer warpgroups: wgmma over the unit's K tiles, then hand over or finish the tile
+            cute.arch.setmaxregister_increase(self.config.consumer_registers)
+            tCrA, tCrB, accumulators, read_state, release_state, store_pipeline = self.consumer_setup(tiled_mma, sA, sB, sC)
+            cluster = plan[0]
+            for u in cutlass.range(num_units, unroll=1):
+                index, k_begin, k_end = self.work_unit(u, plan, num_k_tiles)
+                read_state, release_state = self.consume_tile(
+                    mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, k_end - k_begin
+                )
+                if k_begin > 0:
+                    self.store_partial(accumulators, mPartials, mFlags, self.partial_slot(cluster))
+                else:
+                    if k_end < num_k_tiles:
+                        self.add_partials(accumulators, mPartials, mFlags, cluster + 1, self.last_helper(index, plan, num_k_tiles))
+                    self.epilogue_tma(
+                        tiled_mma, accumulators, tma_atom_c, mC, sC, self.published_tile(u, storage), store_pipeline,
+                        self.consumer_threads, WARPGROUP,
+                    )
+            if tidx == WARPGROUP:
+                store_pipeline.producer_tail()
+        cute.arch.cluster_arrive_relaxed()
+        cute.arch.cluster_wait()
