@@ -1501,17 +1501,27 @@ CH8 = [
 * compute, from the step's own scheduler functions, which cluster computes which tile and in which
   wave, and draw it;
 * find the partial last wave, and how much of the machine it leaves idle at each size;
-* read what the extra index math costs in the compiled kernel.
+* follow the stream-K tail: the last wave's K loops split over every cluster, partial sums
+  handed over through a workspace with release/acquire flags;
+* read how the producer hands each tile's coordinates to the consumers through shared memory.
 """ + RUNS_ON_HOPPER),
     code(SETUP),
     code(hopper_imports("sm90/8", "sm90/7")),
     md("""
 ## 1. What changed
 
-Step 8 subclasses step 7 and replaces the schedule again: the grid is the number of clusters that
-fit on the GPU, not the number of tiles; `num_tiles` and `tile_coord` implement the static
-scheduler; `cluster_tile` maps a cluster-tile index to (m, n), here in row-raster order. Steps 9
-and 10 change only `cluster_tile`.
+Step 8 subclasses step 7 and replaces the schedule: the grid is the number of clusters that fit
+on the GPU (asked from the driver), not the number of tiles. Its kernel loops over *work units*:
+whole cluster-tiles c, c + G, c + 2G, ..., then at most two parts of tail tiles
+(`gemm_course.schedule`). `cluster_tile` maps a cluster-tile index to (m, n), here in row-raster
+order; steps 9 and 10 change only that. Three more things are new, each in a method of its own:
+
+* `publish_tile` / `published_tile`: the producer warp computes each unit's tile coordinates once
+  and writes them into a ring in shared memory before the unit's first load; the stage's *full*
+  barrier orders that write before the consumers' read, so they never run the order's arithmetic.
+* `store_partial` / `add_partials`: the stream-K hand-over (section 4).
+* its `Config` trades one mainloop stage (3 instead of 4) for an epilogue staging area of half a
+  tile per TMA store: two stores per tile instead of eight, none waiting for a buffer.
 """),
     module_source(),
     md("""
@@ -1531,7 +1541,7 @@ for size in (4096, 8192):
     clusters_m, clusters_n = gemm.cluster_grid(shape)
     print(f"{size}^3: {clusters_m} x {clusters_n} = {clusters_m * clusters_n} cluster-tiles of "
           f"{gemm.tile_mnk[0] * cm} x {gemm.tile_mnk[1] * cn}; grid {gemm.grid(shape)} CTAs")
-assert gemm.max_clusters == (machine.sm_count or mod.H200_SMS) // (cm * cn)
+assert gemm.max_clusters <= (machine.sm_count or mod.H200_SMS) // (cm * cn)
 """),
     md("""
 ## 3. Who computes what
@@ -1565,19 +1575,56 @@ display(Markdown("\\n".join(rows)))
     md("""
 "Busy cluster-slots" is tiles / (waves x clusters): the share of the clusters' iterations that
 have a tile. If every tile took the same time, one minus it is the most of the run that splitting
-the tail across all clusters could win back at that size (stream-K, chapter 10's outlook).
+the tail across all clusters could win back at that size.
 
-## 4. Compile and inspect for `sm_90a`
+## 4. The tail, split along K (stream-K)
 
-The scheduler is integer arithmetic on every tile: the instruction mix shows it.
+The r tail tiles' K tiles, laid end to end, are cut into one contiguous run per cluster. A run may
+start inside one tile and end inside the next, so a cluster has at most two tail units: a part
+that starts mid-tile (it writes its fp32 partial sum to a workspace and raises a flag with release
+semantics) and a part that starts at K tile 0 (it *finishes* the tile: it waits for the flags of
+the other parts with acquire loads, adds their partial sums and runs the epilogue). Mid-tile parts
+come first in every run and never wait, so no cluster waits on a cluster that is itself waiting.
+The plan below comes from `gemm_course.schedule`, the functions the kernel traces:
 """),
     code("""
+from gemm_course import schedule
+
+G = gemm.max_clusters
+rows = ["| size | cluster-tiles | K tiles per tile | tail tiles | split? | busy, whole tiles only | busy, split tail |",
+        "|---|---|---|---|---|---|---|"]
+for size in (2048, 4096, 8192, 16384):
+    clusters_m, clusters_n = gemm.cluster_grid(exercises.problem_shape(size, size))
+    tiles, k_tiles = clusters_m * clusters_n, size // gemm.tile_mnk[2]
+    g = min(G, tiles)
+    split = schedule.split_tail(tiles, g, k_tiles)[1] > 0
+    rows.append(f"| {size}^3 | {tiles} | {k_tiles} | {tiles % g} | {'yes' if split else 'no'} | "
+                f"{schedule.busy_fraction(tiles, g, k_tiles, False):.1%} | {schedule.busy_fraction(tiles, g, k_tiles):.1%} |")
+display(Markdown("\\n".join(rows)))
+viz.stream_k_tail(1024, G, 128, title=f"8192^3: 1024 cluster-tiles of 128 K tiles over {G} clusters")
+"""),
+    md("""
+The split is skipped where the idle share of a tile is smaller than what a hand-over costs
+(`schedule.FIXUP_K_TILES`, set from measurements: at $4096^3$ the split tail ran slower than the
+whole tiles, at $8192^3$ faster; `NOTES.md` has the numbers). The busy fractions above assume
+free hand-overs and equal K tiles; the measured gain is smaller.
+
+## 5. Compile and inspect for `sm_90a`
+
+The scheduler is integer arithmetic per unit, the hand-over adds global loads and stores with
+acquire/release semantics; the PTX has them:
+"""),
+    code("""
+from gemm_course import arch
+
 reports, ptx = gi.compare(parent, step)
-assert reports["sm90/8"].resources.registers == reports["sm90/7"].resources.registers
+flags = {marker: gi.ptx_count(ptx, marker) for marker in ("ld.acquire.gpu", "st.release.gpu")}
+print("step 8's PTX:", flags)
+assert all(flags.values()) and "ld.acquire.gpu" not in arch.compile_step(parent, target="sm_90a").ptx
 viz.instruction_mix(reports, title="Steps 7 and 8: static SASS instruction mix")
 """),
     *measured_cells((7, 8), "08_persistent.ipynb", """
-## 5. Measured
+## 6. Measured
 
 The docstring predicted a few percent at most: $4096^3$ is about four waves either way, and step 7
 already hid half of the fills.
@@ -1607,9 +1654,11 @@ assert exercises.attempt(exercises.check_idle_clusters, 8192, (G - tiles % G) % 
 * A persistent kernel launches as many clusters as fit and loops over tiles; launch and start-up
   costs are paid once per SM, and the epilogue overlap of chapter 7 spans every tile.
 * The static schedule is index arithmetic: cluster c takes c, c + G, c + 2G, ...; the same
-  functions drive the kernel and the drawing.
-* The last wave is partial unless the tile count is a multiple of the cluster count; at some sizes
-  a noticeable share of the machine idles at the end.
+  functions drive the kernel and the drawing. The producer computes it and publishes each tile
+  through shared memory; the consumers only read it.
+* The last wave is partial unless the tile count is a multiple of the cluster count. A stream-K
+  tail spreads its K loops over every cluster, at the price of handing fp32 partial sums over
+  through global memory: worth it only where the idle share is large.
 * The order of the tiles (`cluster_tile`) decides which A and B panels a wave shares in L2:
   chapters 9 and 10.
 """),
@@ -1851,7 +1900,9 @@ drift apart in time), so the measurements decide.
 
 ## 4. Compile and inspect for `sm_90a`
 
-The descent is a loop of integer operations per tile, and it shows in the instruction mix:
+The descent is a loop of integer operations per tile, and it shows in the instruction mix. Only
+the producer warp runs it (step 8's tile ring hands the result to the consumers), ahead of the
+tile's loads:
 """),
     code("""
 reports, ptx = gi.compare(parent, step)
@@ -1882,7 +1933,8 @@ viz.sweep_ratios(records, step.key)
     md("""
 ## 6. Where we stand
 
-Computed from the records and from the Nsight Compute log of the lent H200 (nothing typed):
+Computed from the records and from the newest Nsight Compute log of the lent H200 (nothing typed;
+the log profiled step 10 mid-session, before step 8's epilogue staging change, see `NOTES.md`):
 """),
     code("""
 import glob
@@ -1917,20 +1969,18 @@ if logs:
 display(Markdown("\\n".join(lines) or "No records yet."))
 """),
     md("""
-The ladder ends close to cuBLAS; the lines above say how close, shape by shape. `NOTES.md` (the
-project's performance notes, next to the records) has the analysis behind them: the tensor pipe is
-the busiest unit but idle for part of the elapsed cycles; part of that is the partial last wave of
-chapter 8 (some clusters idle while the last cluster-tiles finish), and within active cycles the
-remaining gap is warps waiting at barriers: the epilogue's named barriers and the consumers'
-mbarrier waits. What would close it, none of which the ladder does yet:
+The ladder ends at cuBLAS's level; the lines above say how close, shape by shape. `NOTES.md` (the
+project's performance notes, next to the records) has the analysis behind them, including the
+same counters for the cuBLAS kernel: both lose a few percent of SM cycles to the partial last
+wave, and within active cycles cuBLAS kept the tensor pipe busier while step 10's consumer warps
+waited at the epilogue's barriers. Step 8 now shares the schedule through shared memory, splits
+long tails along K (stream-K) and stages half a tile per store. What would close the rest:
 
-* **a stream-K (or split) tail**: divide the last wave's K loops among all clusters instead of
-  leaving some idle;
 * **ping-pong consumers**: two consumer warpgroups on *different* tiles, so one's epilogue runs
   under the other's wgmma instead of both stopping for it;
-* **sharing the schedule through shared memory**: one warp computes the next tile (here the
-  Gilbert descent) and publishes it, so the consumers don't recompute the index on their critical
-  path.
+* **a staging layout conflict-free for `stmatrix`**, and fewer barriers per epilogue;
+* **a cheaper hand-over** (vector loads and stores of the partial sums), so the stream-K tail pays
+  at $4096^3$ too.
 
 ## Try it yourself
 
@@ -1960,9 +2010,9 @@ if sweep:
   tune; the kernel computes its tile by a loop-only descent that traces in CuTeDSL.
 * The L2 panel model ranks it with a good grouped raster, without a knob; whether the
   measurements tell steps 9 and 10 apart beyond their spread, the generated verdict says.
-* The final step is close to cuBLAS across square and LLM shapes; the remaining gap has named
-  causes (tail wave, epilogue and barrier waits) and known remedies (stream-K, ping-pong
-  consumers, a shared schedule).
+* The final step is at cuBLAS's level across square and LLM shapes; what separates them has
+  named causes (epilogue barriers, the tail wave where a split does not pay) and known remedies
+  (ping-pong consumers, a conflict-free staging layout, a cheaper hand-over).
 * Every number in this book came from a record, a compiled kernel, a traced CuTe object, or a
   model labelled as one.
 """),
@@ -1971,7 +2021,7 @@ if sweep:
 # Wide diagrams of chapters 4-10 take the page's full width (the theme's ``full-width`` cell tag).
 WIDE_FIGURES = ("viz.epilogue_path(", "viz.pipeline_timeline(", "viz.persistent_grid(", "viz.tile_orders(",
                 "viz.l2_panels(", "viz.sweep_ratios(", "viz.register_split(", "viz.occupancy_bars(",
-                "viz.opcode_families(")
+                "viz.opcode_families(", "viz.stream_k_tail(")
 for _chapter in (CH4, CH5, CH6, CH7, CH8, CH9, CH10):
     for _cell in _chapter:
         _lines = _cell.source.splitlines()

@@ -1253,6 +1253,44 @@ def persistent_grid(schedule: dict, title: str = "", cluster_shape=(2, 1)) -> Fi
                              + note)
 
 
+def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show: int = 12) -> Figure:
+    """Each cluster's work from :func:`gemm_course.schedule.plan`, in K tiles, without and with the split tail.
+
+    Bars are units (colored by cluster-tile); hatched bars are parts that hand a partial sum
+    over; the first ``show`` and last clusters are drawn. Time is counted in K tiles of work.
+    """
+    from . import schedule
+
+    picked = list(range(min(show // 2, clusters))) + list(range(max(clusters - show // 2, show // 2), clusters))
+    fig = _new_figure(11.5, 0.28 * len(picked) * 2 + 2.2)
+    axes = fig.subplots(1, 2, sharey=True)
+    base = list(colormaps["tab20"].colors)
+    for ax, enabled in zip(axes, (False, True)):
+        plans = schedule.plan(tiles, clusters, k_tiles, enabled)
+        whole = schedule.split_tail(tiles, clusters, k_tiles, enabled)[0]
+        longest = max(sum(e - b for _, b, e in units) for units in plans)
+        for row, c in enumerate(picked):
+            t = 0
+            for index, b, e in plans[c]:
+                ax.barh(row, e - b, left=t, color=base[index % len(base)], edgecolor="black", linewidth=0.4,
+                        hatch="///" if b > 0 else None)
+                if index >= whole and e - b > 0.08 * longest:
+                    ax.text(t + (e - b) / 2, row, str(index), ha="center", va="center", fontsize=6)
+                t += e - b
+        ax.axvline(longest, color="red", linewidth=1)
+        busy = schedule.busy_fraction(tiles, clusters, k_tiles, enabled)
+        ax.set_title(f"{'split tail' if enabled else 'whole tiles only'}: longest cluster {longest} K tiles, "
+                     f"{busy:.1%} busy", fontsize=9.5)
+        ax.set_xlabel("K tiles of work, in the order the cluster runs them")
+    axes[0].set_yticks(range(len(picked)), [f"cluster {c}" for c in picked], fontsize=7)
+    axes[0].invert_yaxis()
+    fig.suptitle(title or f"{tiles} cluster-tiles of {k_tiles} K tiles over {clusters} clusters", fontsize=11)
+    return _set_caption(fig, "From gemm_course.schedule.plan, the functions the kernel traces. Numbers name tail "
+                             "tiles; hatched parts start mid-tile and hand a partial sum to the cluster that "
+                             "computed the tile's first K tile. The red line is when the last cluster finishes, "
+                             "if every K tile took the same time and the hand-over were free.")
+
+
 # ---------------------------------------------------------------------------------------------
 # chapters 9-10: tile orders and the L2 panel model
 # ---------------------------------------------------------------------------------------------
