@@ -69,8 +69,10 @@ def max_clusters(cluster_size: int) -> int:
     """Clusters the GPU runs at once (one CTA per SM); a full H200 when there is no GPU."""
     machine = arch.machine()
     if machine.has_gpu:
+        import torch
         from cutlass.utils import HardwareInfo
 
+        torch.zeros(1, device="cuda")  # the driver query runs in the current context: let torch create it
         return HardwareInfo().get_max_active_clusters(cluster_size)
     return H200_SMS // cluster_size
 
