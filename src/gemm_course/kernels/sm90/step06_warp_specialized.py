@@ -105,6 +105,17 @@ class Gemm(parent.Gemm):
         release_state.advance()
         return read_state, release_state
 
+    @cute.jit
+    def roles(self, tma_atom_a: cute.CopyAtom, tma_atom_b: cute.CopyAtom):
+        """(thread, warp, warpgroup) indices, warp-uniform; warp 0 prefetches the TMA descriptors."""
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP)
+        if warp_idx == 0:
+            cpasync.prefetch_descriptor(tma_atom_a)
+            cpasync.prefetch_descriptor(tma_atom_b)
+        return tidx, warp_idx, warpgroup_idx
+
     def shared_memory(self, a_smem_layout, b_smem_layout, epi_smem_layout):
         """Allocate shared memory and initialize the mainloop pipeline's barriers, cluster-wide."""
         smem = cutlass.memory.SmemAllocator()
@@ -144,13 +155,7 @@ class Gemm(parent.Gemm):
         b_smem_layout: cute.ComposedLayout,
         epi_smem_layout: cute.ComposedLayout,
     ):
-        tidx, _, _ = cute.arch.thread_idx()
-        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP)
-        if warp_idx == 0:
-            cpasync.prefetch_descriptor(tma_atom_a)
-            cpasync.prefetch_descriptor(tma_atom_b)
-
+        tidx, warp_idx, warpgroup_idx = self.roles(tma_atom_a, tma_atom_b)
         storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(a_smem_layout, b_smem_layout, epi_smem_layout)
 
         if warpgroup_idx == 0:

@@ -233,13 +233,7 @@ class Gemm(parent.Gemm):
         mPartials: cute.Tensor,
         mFlags: cute.Tensor,
     ):
-        tidx, _, _ = cute.arch.thread_idx()
-        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP)
-        if warp_idx == 0:
-            cpasync.prefetch_descriptor(tma_atom_a)
-            cpasync.prefetch_descriptor(tma_atom_b)
-
+        tidx, warp_idx, warpgroup_idx = self.roles(tma_atom_a, tma_atom_b)
         storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(a_smem_layout, b_smem_layout, epi_smem_layout)
         num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
         plan = self.make_plan(mC, num_k_tiles)
