@@ -1933,8 +1933,7 @@ viz.sweep_ratios(records, step.key)
     md("""
 ## 6. Where we stand
 
-Computed from the records and from the newest Nsight Compute log of the lent H200 (nothing typed;
-the log profiled step 10 mid-session, before step 8's epilogue staging change, see `NOTES.md`):
+Computed from the records and from the newest Nsight Compute log of the lent H200 (nothing typed):
 """),
     code("""
 import glob
@@ -1972,9 +1971,10 @@ display(Markdown("\\n".join(lines) or "No records yet."))
 The ladder ends at cuBLAS's level; the lines above say how close, shape by shape. `NOTES.md` (the
 project's performance notes, next to the records) has the analysis behind them, including the
 same counters for the cuBLAS kernel: both lose a few percent of SM cycles to the partial last
-wave, and within active cycles cuBLAS kept the tensor pipe busier while step 10's consumer warps
-waited at the epilogue's barriers. Step 8 now shares the schedule through shared memory, splits
-long tails along K (stream-K) and stages half a tile per store. What would close the rest:
+wave; mid-session, within active cycles, cuBLAS kept the tensor pipe busier while step 10's
+consumer warps waited at the epilogue's barriers. Step 8 now shares the schedule through shared
+memory, splits long tails along K (stream-K) and stages half a tile per store, which brought the
+counters level. What could still move the final step past cuBLAS:
 
 * **ping-pong consumers**: two consumer warpgroups on *different* tiles, so one's epilogue runs
   under the other's wgmma instead of both stopping for it;
