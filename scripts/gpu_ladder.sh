@@ -18,5 +18,5 @@ python3 -m gemm_course bench sm90/2 sm90/3 sm90/4 sm90/5 sm90/6 sm90/7 sm90/8 sm
   --shapes 4096 8192 --out "$out" --tag ladder 2>&1 | tee "$out/ladder.log" | tail -19
 llm=""
 for n in 4096 6144 14336 28672; do for k in 4096 6144 14336 28672; do llm="$llm 8192x${n}x${k}"; done; done
-python3 -m gemm_course bench "$final" --shapes 2048 4096 8192 12288 16384 $llm --rounds 3 \
+python3 -m gemm_course bench "$final" --shapes 2048 4096 8192 12288 16384 $llm --rounds 5 \
   --out "$out" --tag sweep 2>&1 | tee "$out/sweep.log" | tail -22

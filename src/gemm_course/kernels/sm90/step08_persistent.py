@@ -262,11 +262,13 @@ class Gemm(parent.Gemm):
                 read_state, release_state = self.consume_tile(
                     mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, k_end - k_begin
                 )
-                if k_begin > 0:
-                    self.store_partial(accumulators, mPartials, mFlags, self.partial_slot(cluster))
+                if k_begin > 0:  # (never with stream_k off: no hand-over code is compiled then)
+                    if cutlass.const_expr(self.config.stream_k):
+                        self.store_partial(accumulators, mPartials, mFlags, self.partial_slot(cluster))
                 else:
-                    if k_end < num_k_tiles:
-                        self.add_partials(accumulators, mPartials, mFlags, cluster + 1, self.last_helper(index, plan, num_k_tiles))
+                    if cutlass.const_expr(self.config.stream_k):
+                        if k_end < num_k_tiles:
+                            self.add_partials(accumulators, mPartials, mFlags, cluster + 1, self.last_helper(index, plan, num_k_tiles))
                     self.epilogue_tma(
                         tiled_mma, accumulators, tma_atom_c, mC, sC, self.published_tile(u, storage), store_pipeline,
                         self.consumer_threads, WARPGROUP,
