@@ -1411,8 +1411,8 @@ rows = ["| size | step 6 CTAs | step 7 CTAs | tiles per CTA | step 7 waves (CTAs
         "|---|---|---|---|---|"]
 for size in (4096, 8192):
     shape = exercises.problem_shape(size, size)
-    g6 = parent.load().Gemm(parent.default).grid(shape)
-    g7 = step.load().Gemm(step.default).grid(shape)
+    g6 = parent.load().Gemm(parent.default).grid(shape, shape)
+    g7 = step.load().Gemm(step.default).grid(shape, shape)
     n6, n7 = g6[0] * g6[1], g7[0] * g7[1]
     assert n6 == n7 * step.default.tiles_per_cta
     rows.append(f"| {size}^3 | {n6} | {n7} | {step.default.tiles_per_cta} | {n7 / sms:.2f} |")
@@ -1540,7 +1540,7 @@ for size in (4096, 8192):
     shape = exercises.problem_shape(size, size)
     clusters_m, clusters_n = gemm.cluster_grid(shape)
     print(f"{size}^3: {clusters_m} x {clusters_n} = {clusters_m * clusters_n} cluster-tiles of "
-          f"{gemm.tile_mnk[0] * cm} x {gemm.tile_mnk[1] * cn}; grid {gemm.grid(shape)} CTAs")
+          f"{gemm.tile_mnk[0] * cm} x {gemm.tile_mnk[1] * cn}; grid {gemm.grid(shape, shape)} CTAs")
 assert gemm.max_clusters <= (machine.sm_count or mod.H200_SMS) // (cm * cn)
 """),
     md("""

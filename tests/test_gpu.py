@@ -72,9 +72,11 @@ def test_stream_k_tail_is_correct_launch_after_launch(key):
 
     step = ladder.get(key)
     clusters = max_clusters(step.default.cluster_m * step.default.cluster_n)
-    for m, n, k in [(8192, 8192, 8192), (5000, 3000, 3000), (8000, 8104, 4000), (2999, 12288, 6000)]:
-        tiles = -(-m // 256) * -(-n // 256)
-        assert schedule.split_tail(tiles, min(tiles, clusters), -(-k // 64))[1] > 0, (m, n, k)  # the tail is split
+    shapes = [(8192, 8192, 8192), (5000, 3000, 3000), (8000, 8104, 4000), (2999, 12288, 6000), (1024, 2048, 4096), (700, 1496, 5000)]
+    for m, n, k in shapes:  # the last two have fewer tiles than clusters: the split spreads them over all
+        tiles, k_tiles = -(-m // 256) * -(-n // 256), -(-k // 64)
+        launched = schedule.grid_clusters(tiles, clusters, k_tiles)
+        assert schedule.split_tail(tiles, launched, k_tiles)[1] > 0, (m, n, k)  # the tail is split
         a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
         ref = reference(a, b)
         launch = run.prepare(step, a, b, c)

@@ -8,7 +8,7 @@ import pytest
 from gemm_course import schedule
 
 CASES = [(256, 66, 64), (1024, 66, 128), (1792, 66, 64), (512, 66, 448), (64, 66, 32), (130, 66, 3), (67, 66, 1),
-         (66, 66, 64), (2304, 66, 192), (5, 3, 7), (7, 4, 100), (1, 1, 5), (100, 57, 80), (1000, 64, 64)]
+         (66, 66, 64), (2304, 66, 192), (5, 3, 7), (7, 4, 100), (1, 1, 5), (100, 57, 80), (1000, 64, 64), (32, 66, 64), (8, 66, 2)]
 
 
 @pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
@@ -57,3 +57,23 @@ def test_tail_is_split_where_it_pays():
     assert schedule.split_tail(256, 66, 64) == (256, 0, 0)
     # a tail that nearly fills the wave with short K loops is not worth the fix-up
     assert schedule.split_tail(64 + 66, 66, 8) == (130, 0, 0)
+
+
+@pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
+def test_launch_size_agrees_with_the_kernels_split(tiles, clusters, k_tiles):
+    launched = schedule.grid_clusters(tiles, clusters, k_tiles)
+    _, tail_clusters, _ = schedule.split_tail(tiles, launched, k_tiles)  # what the kernel decides on the launched grid
+    if tail_clusters:  # split: every cluster is launched, and each holds part of the work
+        assert launched == clusters
+        assert all(units for units in schedule.plan(tiles, launched, k_tiles)[:tail_clusters])
+    else:  # not split: no cluster is launched without a tile
+        assert launched == min(tiles, clusters)
+
+
+def test_fewer_tiles_than_clusters_share_their_k_loops():
+    # 1024 x 2048 x 4096 on an H200: 4 x 8 cluster-tiles of 256 x 256 for 66 clusters
+    assert schedule.grid_clusters(32, 66, 64) == 66
+    assert schedule.busy_fraction(32, 66, 64) > 0.95
+    assert schedule.grid_clusters(32, 66, 64, enabled=False) == 32
+    # 2048^3: 64 cluster-tiles; splitting them to fill 2 idle clusters is not worth a hand-over
+    assert schedule.grid_clusters(64, 66, 32) == 64

@@ -393,7 +393,7 @@ def check_grid_ctas(tiles_per_cta: int, size: int, ctas: int) -> str:
 
     s = ladder.get("sm90/7")
     gemm = s.load().Gemm(s.config(tiles_per_cta=tiles_per_cta))
-    gx, gy, gz = gemm.grid(problem_shape(size, size))
+    gx, gy, gz = gemm.grid(problem_shape(size, size), problem_shape(size, size))
     actual = gx * gy * gz
     assert ctas == actual, (
         f"not {ctas}. Hint: {size}/{gemm.tile_mnk[0]} tile rows, {size}/{gemm.tile_mnk[1]} tile columns, and each CTA "

@@ -28,6 +28,15 @@ def _select(condition, if_true, if_false):
     return if_true if condition else if_false
 
 
+def operations(*values) -> tuple:
+    """(select, minimum, maximum) for ``values``: Python's on ints, CuTeDSL's on traced values."""
+    if all(isinstance(v, int) for v in values):
+        return _select, min, max
+    import cutlass
+
+    return cutlass.select_, cutlass.min, cutlass.max
+
+
 def split_tail(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min):
     """(whole tiles, clusters sharing the tail, K tiles in the tail)."""
     tail_tiles = tiles % clusters
@@ -35,6 +44,14 @@ def split_tail(tiles, clusters, k_tiles, enabled=True, select: Callable = _selec
     tail_tiles = select(worth & enabled, tail_tiles, 0)
     tail_k_tiles = tail_tiles * k_tiles
     return tiles - tail_tiles, minimum(clusters, tail_k_tiles), tail_k_tiles
+
+
+def grid_clusters(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min):
+    """Clusters to launch out of ``clusters``: all of them when the tail is split, so fewer tiles
+    than clusters still keep every SM busy (their K loops are shared); else no more than the tiles.
+    The kernel's own ``split_tail`` on the launched count then makes the same choice."""
+    _, tail_clusters, _ = split_tail(tiles, clusters, k_tiles, enabled, select, minimum)
+    return select(tail_clusters > 0, clusters, minimum(tiles, clusters))
 
 
 def tail_run(cluster, tail_clusters, tail_k_tiles, select: Callable = _select, maximum: Callable = max):

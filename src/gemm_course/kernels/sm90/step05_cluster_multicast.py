@@ -108,7 +108,7 @@ class Gemm(parent.Gemm):
         tma_atom_b, tma_tensor_b = tma_load(mB, b_smem_layout, (bn, bk), self.config.cluster_m)
         return tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b
 
-    def grid(self, mC: cute.Tensor):
+    def grid(self, mA: cute.Tensor, mC: cute.Tensor):
         """One CTA per tile, rounded up to whole clusters."""
         bm, bn, _ = self.tile_mnk
         cm, cn, _ = self.cluster_shape_mnk
@@ -140,7 +140,7 @@ class Gemm(parent.Gemm):
             tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout,
             *workspace,
         ).launch(
-            grid=self.grid(mC), block=[self.threads, 1, 1], cluster=self.cluster_shape_mnk, stream=stream,
+            grid=self.grid(mA, mC), block=[self.threads, 1, 1], cluster=self.cluster_shape_mnk, stream=stream,
             **self.launch_options(),
         )
 

@@ -41,7 +41,7 @@ def check_config(config: Config):
 
 
 class Gemm(parent.Gemm):
-    def grid(self, mC: cute.Tensor):
+    def grid(self, mA: cute.Tensor, mC: cute.Tensor):
         """Clusters along N cover tiles_per_cta cluster-tiles each."""
         bm, bn, _ = self.tile_mnk
         cm, cn, _ = self.cluster_shape_mnk

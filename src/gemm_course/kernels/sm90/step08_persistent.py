@@ -116,9 +116,14 @@ class Gemm(parent.Gemm):
         cm, cn, _ = self.cluster_shape_mnk
         return cute.ceil_div(mC.shape[0], bm * cm), cute.ceil_div(mC.shape[1], bn * cn)
 
-    def grid(self, mC: cute.Tensor):
+    def grid(self, mA: cute.Tensor, mC: cute.Tensor):
         clusters_m, clusters_n = self.cluster_grid(mC)
-        clusters = cutlass.min(clusters_m * clusters_n, self.max_clusters)
+        tiles, k_tiles = clusters_m * clusters_n, cute.ceil_div(mA.shape[1], self.tile_mnk[2])
+        clusters = cutlass.min(tiles, self.max_clusters)
+        if self.config.stream_k:  # every cluster when the tail is split: even fewer tiles than clusters fill the GPU
+            select, minimum, _ = schedule.operations(tiles, k_tiles)
+            clusters = schedule.grid_clusters(tiles, self.max_clusters, k_tiles, True, select, minimum)
+            clusters = clusters if isinstance(clusters, int) else cutlass.Int32(clusters)  # a launch dimension
         cm, cn, _ = self.cluster_shape_mnk
         return (clusters * cm, cn, 1)
 
