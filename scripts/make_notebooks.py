@@ -1596,7 +1596,7 @@ rows = ["| size | cluster-tiles | K tiles per tile | tail tiles | split? | busy,
 for size in (2048, 4096, 8192, 16384):
     clusters_m, clusters_n = gemm.cluster_grid(exercises.problem_shape(size, size))
     tiles, k_tiles = clusters_m * clusters_n, size // gemm.tile_mnk[2]
-    g = min(G, tiles)
+    g = schedule.grid_clusters(tiles, G, k_tiles)  # clusters launched
     split = schedule.split_tail(tiles, g, k_tiles)[1] > 0
     rows.append(f"| {size}^3 | {tiles} | {k_tiles} | {tiles % g} | {'yes' if split else 'no'} | "
                 f"{schedule.busy_fraction(tiles, g, k_tiles, False):.1%} | {schedule.busy_fraction(tiles, g, k_tiles):.1%} |")
@@ -1609,6 +1609,21 @@ The split is skipped where the idle share of a tile is smaller than what a hand-
 whole tiles, at $8192^3$ faster; `NOTES.md` has the numbers). The busy fractions above assume
 free hand-overs and equal K tiles; the measured gain is smaller.
 
+A problem with *fewer* cluster-tiles than clusters is all tail. The host therefore launches every
+cluster whenever the split pays (`schedule.grid_clusters`, the kernel's own rule evaluated before
+the launch), and the K loops of the few tiles are shared by the whole GPU instead of leaving most
+SMs idle:
+"""),
+    code("""
+m, n, k = 1024, 2048, 4096
+clusters_m, clusters_n = gemm.cluster_grid(exercises.problem_shape(m, n))
+tiles, k_tiles = clusters_m * clusters_n, k // gemm.tile_mnk[2]
+for enabled in (False, True):
+    g = schedule.grid_clusters(tiles, G, k_tiles, enabled)
+    print(f"{m}x{n}x{k}, split {'on ' if enabled else 'off'}: {tiles} cluster-tiles on {g} clusters, "
+          f"busy {schedule.busy_fraction(tiles, g, k_tiles, enabled) * g / G:.0%} of the GPU's cluster-slots")
+"""),
+    md("""
 ## 5. Compile and inspect for `sm_90a`
 
 The scheduler is integer arithmetic per unit, the hand-over adds global loads and stores with
@@ -1902,7 +1917,10 @@ drift apart in time), so the measurements decide.
 
 The descent is a loop of integer operations per tile, and it shows in the instruction mix. Only
 the producer warp runs it (step 8's tile ring hands the result to the consumers), ahead of the
-tile's loads:
+tile's loads. For every tile but a cluster's first, it runs while earlier stages are still being
+consumed; the first tile's loads wait for it: about a thousand cycles on an 8 x 8 grid (`NOTES.md`
+measures it by scanning K). A grid that fits in one wave skips it and takes the row order, since
+the order cannot matter when every tile runs at once:
 """),
     code("""
 reports, ptx = gi.compare(parent, step)
@@ -1974,11 +1992,15 @@ same counters for the cuBLAS kernel: both lose a few percent of SM cycles to the
 wave; mid-session, within active cycles, cuBLAS kept the tensor pipe busier while step 10's
 consumer warps waited at the epilogue's barriers. Step 8 now shares the schedule through shared
 memory, splits long tails along K (stream-K) and stages half a tile per store, which brought the
-counters level. What could still move the final step past cuBLAS:
+counters level. One idea measured *worse*: keeping a finished tile in bf16 registers and storing
+it under the next tile's first wgmma cost 2-4% on short-K shapes (likely shared-memory bandwidth:
+`stmatrix` and the TMA store's reads compete with wgmma's operand reads). What could still move
+the final step past cuBLAS:
 
+* **a tile shape per problem**, as cuBLAS has (256 x 128, 320 x 128 or 192 x 192 by shape, per
+  `scripts/cublas_kernels.py`), where this kernel always uses 128 x 256;
 * **ping-pong consumers**: two consumer warpgroups on *different* tiles, so one's epilogue runs
   under the other's wgmma instead of both stopping for it;
-* **a staging layout conflict-free for `stmatrix`**, and fewer barriers per epilogue;
 * **a cheaper hand-over** (vector loads and stores of the partial sums), so the stream-K tail pays
   at $4096^3$ too.
 
@@ -2012,7 +2034,7 @@ if sweep:
   measurements tell steps 9 and 10 apart beyond their spread, the generated verdict says.
 * The final step is at cuBLAS's level across square and LLM shapes; what separates them has
   named causes (epilogue barriers, the tail wave where a split does not pay) and known remedies
-  (ping-pong consumers, a conflict-free staging layout, a cheaper hand-over).
+  (a tile shape per problem, ping-pong consumers, a cheaper hand-over).
 * Every number in this book came from a record, a compiled kernel, a traced CuTe object, or a
   model labelled as one.
 """),

@@ -26,6 +26,8 @@ Parent: step 7. Key differences:
   flag written with release semantics), adds them, and runs the epilogue. Parts that start
   mid-tile come first in every cluster's run and never wait, so nobody waits on a cluster that
   is itself waiting. Skipped when the fix-up would cost more than the idle clusters it saves.
+  A problem with fewer cluster-tiles than clusters is all tail: the host then launches every
+  cluster anyway (``schedule.grid_clusters``), so a few tiles' K loops fill the whole GPU.
 
 Expected: at 4096^3 with 128x256 tiles there are 512 tiles for 132 SMs: 3.9 waves; the full
 waves gain the fill/drain of step 7's pairs and of CTA launches, and the split tail turns a

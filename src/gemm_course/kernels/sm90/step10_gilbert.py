@@ -13,7 +13,9 @@ The kernel computes its tile from its index with ``gemm_course.tile_order.gilber
 non-recursive descent through the curve's splits (a few dozen integer operations per level, a
 few hundred cycles per tile). Only the producer warp runs it, ahead of the tile's loads, and
 hands the result to the consumers through step 8's tile ring; run by the consumers between a
-tile's last wgmma and its epilogue, it cost 2-4% (NOTES.md). The curve is Jakub Cerveny's "gilbert" (2018, BSD-2-Clause); the course's
+tile's last wgmma and its epilogue, it cost 2-4% (NOTES.md). A cluster's first tile still waits
+for it (about 0.7 us at 2048^3), so a grid that fits in one wave, where the order cannot matter,
+takes the row order instead. The curve is Jakub Cerveny's "gilbert" (2018, BSD-2-Clause); the course's
 implementation is written from the published description.
 
 Expected: like step 9 at 4096^3 (inputs nearly fit in L2); at 8192^3 and large LLM shapes the
