@@ -1970,7 +1970,7 @@ for size in (4096, 8192):
                      "its own run's cuBLAS.")
 if sweep:
     lines.append(f"* over the {len(sweep)}-shape sweep: geometric mean **{viz.geomean(ratios):.3f}** of cuBLAS.")
-logs = sorted(glob.glob(os.path.join(bench.RESULTS_DIR, "logs", "*ncu*")))
+logs = sorted(glob.glob(os.path.join(bench.RESULTS_DIR, "logs", "*ncu*_4096*")))  # profiles at 4096^3
 if logs:
     text = open(logs[-1]).read()
     for block in re.split(r"\\n  (?=kernel_)", text)[1:]:
