@@ -1624,6 +1624,30 @@ for enabled in (False, True):
           f"busy {schedule.busy_fraction(tiles, g, k_tiles, enabled) * g / G:.0%} of the GPU's cluster-slots")
 """),
     md("""
+The hand-over is not the only price. Whole tiles of one wave walk through K together, and
+neighbouring tiles read the same A and B panels at nearly the same time, so L2 serves most of
+them. Split parts sit at different K, each streaming its own range, so L2 rarely helps: the split
+tail's operand bytes are roughly every tail K tile's panels read once each
+(`schedule.split_tail_bytes`, a model of that worst case), often more than
+the operands themselves:
+"""),
+    code("""
+per_k_tile = (gemm.tile_mnk[0] * cm + gemm.tile_mnk[1] * cn) * gemm.tile_mnk[2] * 2  # bf16 A rows + B columns
+rows = ["| shape | tail tiles / clusters | K tiles | split tail streams (model) | A and B once |", "|---|---|---|---|---|"]
+for m, n, k in ((8192, 8192, 8192), (8192, 4096, 6144), (8192, 4096, 28672), (12288, 12288, 12288)):
+    clusters_m, clusters_n = gemm.cluster_grid(exercises.problem_shape(m, n))
+    tiles, k_tiles = clusters_m * clusters_n, k // gemm.tile_mnk[2]
+    g = schedule.grid_clusters(tiles, G, k_tiles)
+    rows.append(f"| {m}x{n}x{k} | {tiles % g} / {g} | {k_tiles} | "
+                f"{schedule.split_tail_bytes(tiles, g, k_tiles, per_k_tile) / 1e9:.2f} GB | {2 * k * (m + n) / 1e9:.2f} GB |")
+display(Markdown("\\n".join(rows)))
+"""),
+    md("""
+The more tail tiles and the longer K, the more the split tail is a DRAM stream rather than
+math: `NOTES.md` profiles 8192 x 4096 x 28672 against cuBLAS and finds step 10 moving far
+more DRAM traffic than cuBLAS, and the split measured slower there. `FIXUP_K_TILES` counts
+only the hand-over; a rule that counts these bytes is left open.
+
 ## 5. Compile and inspect for `sm_90a`
 
 The scheduler is integer arithmetic per unit, the hand-over adds global loads and stores with

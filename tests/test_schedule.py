@@ -77,3 +77,10 @@ def test_fewer_tiles_than_clusters_share_their_k_loops():
     assert schedule.grid_clusters(32, 66, 64, enabled=False) == 32
     # 2048^3: 64 cluster-tiles; splitting them to fill 2 idle clusters is not worth a hand-over
     assert schedule.grid_clusters(64, 66, 32) == 64
+
+
+def test_split_tail_streams_every_k_tile_of_the_tail_once():
+    # 8192x4096x28672 on an H200: 512 cluster-tiles over 66 clusters, 50 in the tail, 448 K tiles each
+    per_k_tile = (256 + 256) * 64 * 2
+    assert schedule.split_tail_bytes(512, 66, 448, per_k_tile) == 50 * 448 * per_k_tile
+    assert schedule.split_tail_bytes(256, 66, 64, per_k_tile) == 0  # 4096^3: not split

@@ -102,6 +102,19 @@ def plan(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> List[
     return out
 
 
+def split_tail_bytes(tiles: int, clusters: int, k_tiles: int, k_tile_bytes: int) -> int:
+    """Operand bytes the split tail streams if no two clusters read a panel at the same time.
+
+    Each part reads its own K range of its own tile (``k_tile_bytes`` per K tile: the cluster-tile's
+    A rows and B columns, ``tile_k`` deep), and parts of neighbouring tiles sit at different K, so
+    L2 rarely serves one part's panel to another: a model of the worst case, from :func:`plan`.
+    As whole tiles, the same tail would share panels across a compact patch of tiles.
+    """
+    whole, _, _ = split_tail(tiles, clusters, k_tiles)
+    parts = [(e - b) for units in plan(tiles, clusters, k_tiles) for index, b, e in units if index >= whole]
+    return sum(parts) * k_tile_bytes
+
+
 def busy_fraction(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> float:
     """Useful K tiles over (clusters x the longest cluster's K tiles): 1.0 is a perfectly even split."""
     work = [sum(e - b for _, b, e in units) for units in plan(tiles, clusters, k_tiles, enabled)]
