@@ -1611,7 +1611,8 @@ free hand-overs and equal K tiles; the measured gain is smaller.
 
 A problem with *fewer* cluster-tiles than clusters is all tail. The host therefore launches every
 cluster whenever the split pays (`schedule.grid_clusters`, the kernel's own rule evaluated before
-the launch), and the K loops of the few tiles are shared by the whole GPU instead of leaving most
+the launch; at most `schedule.MAX_PARTS` clusters per tile, since a finisher adds the parts one
+after another), and the K loops of the few tiles are shared by the GPU instead of leaving most
 SMs idle:
 """),
     code("""

@@ -8,7 +8,7 @@ import pytest
 from gemm_course import schedule
 
 CASES = [(256, 66, 64), (1024, 66, 128), (1792, 66, 64), (512, 66, 448), (64, 66, 32), (130, 66, 3), (67, 66, 1),
-         (66, 66, 64), (2304, 66, 192), (5, 3, 7), (7, 4, 100), (1, 1, 5), (100, 57, 80), (1000, 64, 64), (32, 66, 64), (8, 66, 2)]
+         (66, 66, 64), (2304, 66, 192), (5, 3, 7), (7, 4, 100), (1, 1, 5), (100, 57, 80), (1000, 64, 64), (32, 66, 64), (8, 66, 2), (1, 66, 64), (3, 66, 40)]
 
 
 @pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
@@ -63,8 +63,8 @@ def test_tail_is_split_where_it_pays():
 def test_launch_size_agrees_with_the_kernels_split(tiles, clusters, k_tiles):
     launched = schedule.grid_clusters(tiles, clusters, k_tiles)
     _, tail_clusters, _ = schedule.split_tail(tiles, launched, k_tiles)  # what the kernel decides on the launched grid
-    if tail_clusters:  # split: every cluster is launched, and each holds part of the work
-        assert launched == clusters
+    if tail_clusters:  # split: every cluster is launched (up to MAX_PARTS per tile), each with part of the work
+        assert launched == min(clusters, schedule.MAX_PARTS * tiles)
         assert all(units for units in schedule.plan(tiles, launched, k_tiles)[:tail_clusters])
     else:  # not split: no cluster is launched without a tile
         assert launched == min(tiles, clusters)
@@ -77,6 +77,10 @@ def test_fewer_tiles_than_clusters_share_their_k_loops():
     assert schedule.grid_clusters(32, 66, 64, enabled=False) == 32
     # 2048^3: 64 cluster-tiles; splitting them to fill 2 idle clusters is not worth a hand-over
     assert schedule.grid_clusters(64, 66, 32) == 64
+    # one tile: split over MAX_PARTS clusters, not all 66 (the finisher adds the parts one by one)
+    assert schedule.grid_clusters(1, 66, 64) == schedule.MAX_PARTS
+    parts = [units for units in schedule.plan(1, schedule.MAX_PARTS, 64) if units]
+    assert len(parts) == schedule.MAX_PARTS
 
 
 def test_split_tail_streams_every_k_tile_of_the_tail_once():

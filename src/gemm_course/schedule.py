@@ -46,12 +46,20 @@ def split_tail(tiles, clusters, k_tiles, enabled=True, select: Callable = _selec
     return tiles - tail_tiles, minimum(clusters, tail_k_tiles), tail_k_tiles
 
 
+# With fewer tiles than clusters, a tile is split over at most this many clusters: its finisher
+# adds the other parts one after another. Measured on the H200 up to about 4 parts per tile
+# (1024 x 1024 x 8192: 16 cluster-tiles over 66 clusters, 1.9x faster); more is not measured.
+MAX_PARTS = 4
+
+
 def grid_clusters(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min):
-    """Clusters to launch out of ``clusters``: all of them when the tail is split, so fewer tiles
-    than clusters still keep every SM busy (their K loops are shared); else no more than the tiles.
-    The kernel's own ``split_tail`` on the launched count then makes the same choice."""
-    _, tail_clusters, _ = split_tail(tiles, clusters, k_tiles, enabled, select, minimum)
-    return select(tail_clusters > 0, clusters, minimum(tiles, clusters))
+    """Clusters to launch out of ``clusters``: when the tail is split, all of them (or MAX_PARTS per
+    tile when there are fewer tiles than that allows), so even a few tiles keep the SMs busy with
+    their K loops shared; else no more than the tiles. The kernel's own ``split_tail`` on the
+    launched count then makes the same choice."""
+    capped = minimum(clusters, MAX_PARTS * tiles)
+    _, tail_clusters, _ = split_tail(tiles, capped, k_tiles, enabled, select, minimum)
+    return select(tail_clusters > 0, capped, minimum(tiles, clusters))
 
 
 def tail_run(cluster, tail_clusters, tail_k_tiles, select: Callable = _select, maximum: Callable = max):

@@ -27,7 +27,8 @@ Parent: step 7. Key differences:
   mid-tile come first in every cluster's run and never wait, so nobody waits on a cluster that
   is itself waiting. Skipped when the fix-up would cost more than the idle clusters it saves.
   A problem with fewer cluster-tiles than clusters is all tail: the host then launches every
-  cluster anyway (``schedule.grid_clusters``), so a few tiles' K loops fill the whole GPU.
+  cluster anyway, up to ``schedule.MAX_PARTS`` per tile (``schedule.grid_clusters``), so a few
+  tiles' K loops fill the GPU.
 
 Expected: at 4096^3 with 128x256 tiles there are 512 tiles for 132 SMs: 3.9 waves; the full
 waves gain the fill/drain of step 7's pairs and of CTA launches, and the split tail turns a
