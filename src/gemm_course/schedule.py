@@ -115,12 +115,11 @@ def split_tail_bytes(tiles: int, clusters: int, k_tiles: int, k_tile_bytes: int)
 
     Each part reads its own K range of its own tile (``k_tile_bytes`` per K tile: the cluster-tile's
     A rows and B columns, ``tile_k`` deep), and parts of neighbouring tiles sit at different K, so
-    L2 rarely serves one part's panel to another: a model of the worst case, from :func:`plan`.
-    As whole tiles, the same tail would share panels across a compact patch of tiles.
+    L2 rarely serves one part's panel to another: a model of the worst case, every tail K tile
+    read once. As whole tiles, the same tail would share panels across a compact patch of tiles.
     """
-    whole, _, _ = split_tail(tiles, clusters, k_tiles)
-    parts = [(e - b) for units in plan(tiles, clusters, k_tiles) for index, b, e in units if index >= whole]
-    return sum(parts) * k_tile_bytes
+    _, _, tail_k_tiles = split_tail(tiles, clusters, k_tiles)
+    return tail_k_tiles * k_tile_bytes
 
 
 def busy_fraction(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> float:
