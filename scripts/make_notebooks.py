@@ -1580,11 +1580,12 @@ the tail across all clusters could win back at that size.
 ## 4. The tail, split along K (stream-K)
 
 The r tail tiles' K tiles, laid end to end, are cut into one contiguous run per cluster. A run may
-start inside one tile and end inside the next, so a cluster has at most two tail units: a part
-that starts mid-tile (it writes its fp32 partial sum to a workspace and raises a flag with release
-semantics) and a part that starts at K tile 0 (it *finishes* the tile: it waits for the flags of
-the other parts with acquire loads, adds their partial sums and runs the epilogue). Mid-tile parts
-come first in every run and never wait, so no cluster waits on a cluster that is itself waiting.
+start inside one tile and end inside the next. The piece of a tile that holds its K tile 0
+*finishes* the tile: it waits for the flags of the other pieces with acquire loads, adds their
+fp32 partial sums and runs the epilogue. Every other piece writes its partial sum to a workspace
+and raises a flag with release semantics. In every run the finishing piece comes last, so a
+cluster has written all it owes before it waits, and no cluster waits on a cluster that is itself
+waiting.
 The plan below comes from `gemm_course.schedule`, the functions the kernel traces:
 """),
     code("""
@@ -1627,27 +1628,35 @@ for enabled in (False, True):
     md("""
 The hand-over is not the only price. Whole tiles of one wave walk through K together, and
 neighbouring tiles read the same A and B panels at nearly the same time, so L2 serves most of
-them. Split parts sit at different K, each streaming its own range, so L2 rarely helps: the split
-tail's operand bytes are roughly every tail K tile's panels read once each
-(`schedule.split_tail_bytes`, a model of that worst case), often more than
-the operands themselves:
+them. Pieces of a split tail sit at different K, each streaming its own range, so L2 rarely helps:
+the tail's operand bytes are roughly every tail K tile's panels read once each, often more than
+the operands themselves. Long K loops therefore use a second layout, *lockstep*
+(`k_tiles >= schedule.LOCKSTEP_K_TILES`): clusters 0 .. r-1 each run K tiles 0 .. main_k - 1 of
+one tail tile (main_k = ceil(r x K tiles / G)), all starting together like a wave of whole tiles,
+and the other clusters' runs cover the rest of every tail tile. Only those runs stream
+(`schedule.split_tail_bytes`, a model of that worst case):
 """),
     code("""
 per_k_tile = (gemm.tile_mnk[0] * cm + gemm.tile_mnk[1] * cn) * gemm.tile_mnk[2] * 2  # bf16 A rows + B columns
-rows = ["| shape | tail tiles / clusters | K tiles | split tail streams (model) | A and B once |", "|---|---|---|---|---|"]
+rows = ["| shape | tail tiles / clusters | K tiles | layout | classic layout streams | this layout streams | A and B once |",
+        "|---|---|---|---|---|---|---|"]
 for m, n, k in ((8192, 8192, 8192), (8192, 4096, 6144), (8192, 4096, 28672), (12288, 12288, 12288)):
     clusters_m, clusters_n = gemm.cluster_grid(exercises.problem_shape(m, n))
     tiles, k_tiles = clusters_m * clusters_n, k // gemm.tile_mnk[2]
     g = schedule.grid_clusters(tiles, G, k_tiles)
-    rows.append(f"| {m}x{n}x{k} | {tiles % g} / {g} | {k_tiles} | "
+    _, tail_tiles, main_k, _, _ = schedule.split_tail(tiles, g, k_tiles)
+    rows.append(f"| {m}x{n}x{k} | {tail_tiles} / {g} | {k_tiles} | {'lockstep' if main_k else 'classic'} | "
+                f"{tail_tiles * k_tiles * per_k_tile / 1e9:.2f} GB | "
                 f"{schedule.split_tail_bytes(tiles, g, k_tiles, per_k_tile) / 1e9:.2f} GB | {2 * k * (m + n) / 1e9:.2f} GB |")
 display(Markdown("\\n".join(rows)))
+viz.stream_k_tail(512, G, 448, title=f"8192 x 4096 x 28672, lockstep: 512 cluster-tiles of 448 K tiles over {G} clusters")
 """),
     md("""
-The more tail tiles and the longer K, the more the split tail is a DRAM stream rather than
-math: `NOTES.md` profiles 8192 x 4096 x 28672 against cuBLAS and finds step 10 moving far
-more DRAM traffic than cuBLAS, and the split measured slower there. `FIXUP_K_TILES` counts
-only the hand-over; a rule that counts these bytes is left open.
+Lockstep has its own price: a run now covers pieces of several tiles (r / (G - r) of them, and
+more), each ending in a partial-sum store, where a classic run has at most one. On the H200 the
+lockstep layout measured 0.8-2% faster than the classic one at 448 K tiles (8192 x 4096 x 28672
+and 8192 x 6144 x 28672, where `NOTES.md`'s profile shows the classic tail moving far more DRAM
+traffic than cuBLAS), level or mixed at 192-224 and 1-3% slower at 64-128, hence the threshold.
 
 ## 5. Compile and inspect for `sm_90a`
 

@@ -1,5 +1,5 @@
-"""The persistent kernels' schedule (stream-K tail): every K tile of every tile exactly once, and
-a hand-over protocol that cannot deadlock."""
+"""The persistent kernels' schedule (stream-K tail): every K tile of every tile exactly once, a
+hand-over protocol that cannot deadlock, and main parts that run in lockstep."""
 
 import collections
 
@@ -8,7 +8,9 @@ import pytest
 from gemm_course import schedule
 
 CASES = [(256, 66, 64), (1024, 66, 128), (1792, 66, 64), (512, 66, 448), (64, 66, 32), (130, 66, 3), (67, 66, 1),
-         (66, 66, 64), (2304, 66, 192), (5, 3, 7), (7, 4, 100), (1, 1, 5), (100, 57, 80), (1000, 64, 64), (32, 66, 64), (8, 66, 2), (1, 66, 64), (3, 66, 40)]
+         (66, 66, 64), (2304, 66, 192), (5, 3, 7), (7, 4, 100), (1, 1, 5), (100, 57, 80), (1000, 64, 64), (32, 66, 64),
+         (8, 66, 2), (1, 66, 64), (3, 66, 40), (768, 66, 96), (120, 66, 17), (65, 66, 200), (16, 64, 128),
+         (120, 66, 300), (16, 64, 256), (1, 4, 256), (3584, 66, 224), (1000, 66, 1000)]
 
 
 @pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
@@ -24,29 +26,48 @@ def test_every_k_tile_once(tiles, clusters, k_tiles, enabled):
 
 @pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
 def test_hand_over(tiles, clusters, k_tiles):
-    """A split tile's K-tile-0 part finishes it; its helpers are exactly finisher+1 .. last_helper;
-    a helper part is its cluster's first tail unit, so it is written before that cluster waits."""
-    whole, tail_clusters, tail_k = schedule.split_tail(tiles, clusters, k_tiles)
-    parts = collections.defaultdict(list)  # tile -> [(cluster, k_begin, k_end, unit position)]
+    """A split tile's K-tile-0 piece finishes it, and is its cluster's last unit: a cluster writes
+    every partial sum it owes before it waits, so no cluster waits on a waiting one. The pieces a
+    finisher adds have unique workspace slots below the cluster count, exactly ``helper_slots``."""
+    whole, tail_tiles, main_k, helpers, rest_k = schedule.split_tail(tiles, clusters, k_tiles)
+    mains = schedule.main_clusters(tail_tiles, main_k)
+    parts = collections.defaultdict(list)  # tile -> [(cluster, k_begin, k_end)]
     plans = schedule.plan(tiles, clusters, k_tiles)
     for c, units in enumerate(plans):
-        for pos, (index, k_begin, k_end) in enumerate(units):
-            parts[index].append((c, k_begin, k_end, pos))
+        finishes = [pos for pos, (i, b, e) in enumerate(units) if i >= whole and b == 0]
+        assert finishes in ([], [len(units) - 1])
+        for index, k_begin, k_end in units:
+            parts[index].append((c, k_begin, k_end))
+    slots = []
     for index, ps in parts.items():
         if len(ps) == 1:
-            assert ps[0][1:3] == (0, k_tiles)  # whole tile, no hand-over
+            assert ps[0][1:] == (0, k_tiles)  # whole tile, no hand-over
             continue
         assert index >= whole
         finisher = [p for p in ps if p[1] == 0]
         assert len(finisher) == 1
-        f = finisher[0][0]
-        helpers = sorted(p[0] for p in ps if p[1] > 0)
-        assert helpers == list(range(f + 1, schedule.last_helper(index, whole, tail_clusters, tail_k, k_tiles) + 1))
-        whole_units = len([u for u in plans[f] if u[2] - u[1] == k_tiles and u[0] < whole])
-        for h, k_begin, _, pos in ps:
-            if k_begin > 0:
-                assert pos == len([u for u in plans[h] if u[0] < whole])  # first tail unit of its cluster
-        assert whole_units >= 0
+        if main_k:  # lockstep: cluster t runs tail tile t's main part, and nothing else in the tail
+            assert finisher[0] == (index - whole, 0, main_k)
+            assert [u for u in plans[index - whole] if u[0] >= whole] == [(index, 0, main_k)]
+        mine = sorted(schedule.piece_slot(c, index, whole, mains) for c, b, _ in ps if b > 0)
+        first, last = schedule.helper_slots(index, whole, main_k, helpers, rest_k, k_tiles)
+        assert mine == list(range(first, last + 1))
+        slots += mine
+    assert len(slots) == len(set(slots)) and all(0 <= s < clusters for s in slots)
+
+
+@pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
+def test_main_parts_run_in_lockstep_and_nobody_runs_longer(tiles, clusters, k_tiles):
+    """Every main part starts after the same number of whole K tiles; no cluster does more than
+    ceil(r * k_tiles / G) tail K tiles (the classic stream-K bound)."""
+    whole, tail_tiles, main_k, _, _ = schedule.split_tail(tiles, clusters, k_tiles)
+    plans = schedule.plan(tiles, clusters, k_tiles)
+    assert (main_k > 0) == (tail_tiles > 0 and k_tiles >= schedule.LOCKSTEP_K_TILES)
+    starts = {sum(e - b for i, b, e in units if i < whole) for units in plans[:schedule.main_clusters(tail_tiles, main_k)]}
+    assert len(starts) <= 1
+    bound = -(-tail_tiles * k_tiles // clusters)
+    for units in plans:
+        assert sum(e - b for i, b, e in units if i >= whole) <= bound
 
 
 def test_tail_is_split_where_it_pays():
@@ -54,18 +75,18 @@ def test_tail_is_split_where_it_pays():
     assert schedule.busy_fraction(1024, 66, 128, enabled=False) == pytest.approx(1024 / (66 * 16))
     assert schedule.busy_fraction(1024, 66, 128) > 0.995
     # 4096^3: 58 tail tiles of 64 K tiles leave 8 idle K tiles per cluster, less than the fix-up's cost
-    assert schedule.split_tail(256, 66, 64) == (256, 0, 0)
+    assert schedule.split_tail(256, 66, 64)[:2] == (256, 0)
     # a tail that nearly fills the wave with short K loops is not worth the fix-up
-    assert schedule.split_tail(64 + 66, 66, 8) == (130, 0, 0)
+    assert schedule.split_tail(64 + 66, 66, 8)[:2] == (130, 0)
 
 
 @pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
 def test_launch_size_agrees_with_the_kernels_split(tiles, clusters, k_tiles):
     launched = schedule.grid_clusters(tiles, clusters, k_tiles)
-    _, tail_clusters, _ = schedule.split_tail(tiles, launched, k_tiles)  # what the kernel decides on the launched grid
-    if tail_clusters:  # split: every cluster is launched (up to MAX_PARTS per tile), each with part of the work
+    _, tail_tiles, _, helpers, _ = schedule.split_tail(tiles, launched, k_tiles)  # the kernel's decision on the launched grid
+    if tail_tiles:  # split: every cluster is launched (up to MAX_PARTS per tile), each with part of the work
         assert launched == min(clusters, schedule.MAX_PARTS * tiles)
-        assert all(units for units in schedule.plan(tiles, launched, k_tiles)[:tail_clusters])
+        assert all(units for units in schedule.plan(tiles, launched, k_tiles)[:tail_tiles + helpers])
     else:  # not split: no cluster is launched without a tile
         assert launched == min(tiles, clusters)
 
@@ -83,8 +104,13 @@ def test_fewer_tiles_than_clusters_share_their_k_loops():
     assert len(parts) == schedule.MAX_PARTS
 
 
-def test_split_tail_streams_every_k_tile_of_the_tail_once():
-    # 8192x4096x28672 on an H200: 512 cluster-tiles over 66 clusters, 50 in the tail, 448 K tiles each
+def test_lockstep_main_parts_do_not_stream_their_operands():
+    # 8192x4096x28672 on an H200: 512 cluster-tiles over 66 clusters, 50 in the tail, 448 K tiles each;
+    # lockstep: main parts take K tiles 0..339 of each (ceil(50 * 448 / 66)), 16 runs the other 108 of each
     per_k_tile = (256 + 256) * 64 * 2
-    assert schedule.split_tail_bytes(512, 66, 448, per_k_tile) == 50 * 448 * per_k_tile
+    assert schedule.split_tail(512, 66, 448) == (462, 50, 340, 16, 50 * 108)
+    assert schedule.split_tail_bytes(512, 66, 448, per_k_tile) == 50 * 108 * per_k_tile
+    # 8192x4096x6144: 96 K tiles, classic: all 66 runs stream every tail K tile
+    assert schedule.split_tail(512, 66, 96) == (462, 50, 0, 66, 50 * 96)
+    assert schedule.split_tail_bytes(512, 66, 96, per_k_tile) == 50 * 96 * per_k_tile
     assert schedule.split_tail_bytes(256, 66, 64, per_k_tile) == 0  # 4096^3: not split

@@ -2,13 +2,25 @@
 
 G clusters share T cluster-tiles of ``k_tiles`` K tiles each. The first ``T - r`` tiles (r = T
 mod G, the last partial wave) are handed out whole: cluster c takes c, c + G, c + 2G, ... The
-r tail tiles' K tiles, ``r * k_tiles`` of them laid end to end, are cut into G contiguous runs of
-(nearly) equal length, one per cluster; a run may start inside one tile and end inside the
-next, so a cluster has at most two tail *units*: a part that starts mid-tile (its first unit;
-it writes a partial sum and never waits) and a part that starts at K tile 0 (it *finishes* the
-tile: waits for the other parts, adds them, stores C). The split is skipped when the idle
-clusters' share of a tile is smaller than the fix-up it costs.
+r tail tiles are split along K so that every cluster gets about ``r * k_tiles / G`` K tiles.
+The tail's K tiles are laid end to end (tile after tile) and cut into contiguous *runs* of
+(nearly) equal length, one per cluster; a run may cover pieces of several tiles. The piece that
+holds a tile's K tile 0 *finishes* the tile: it waits for the tile's other pieces (partial sums
+in fp32 written to a workspace slot, each announced by a flag), adds them and stores C. Two
+layouts of the runs:
 
+* *classic* (short K loops): the runs cover every tail K tile. A run's first piece starts
+  mid-tile and never waits; its second, if any, starts at K tile 0 and finishes its tile, so
+  nobody waits on a cluster that is itself waiting. Concurrent pieces sit at different K, so
+  each streams its own operands from L2 or DRAM;
+* *lockstep* (long K loops, ``k_tiles >= LOCKSTEP_K_TILES``): clusters 0 .. r-1 each take K tiles
+  0 .. main_k - 1 of one tail tile (main_k = ceil(r * k_tiles / G)): these *main parts* all start
+  together at K tile 0, so tiles that share an A row-panel or a B column-panel read it at the
+  same time, as whole tiles in a wave do. The other clusters' runs cover the rest of every tail
+  tile; they never finish a tile, so they never wait. Each of their pieces ends in a partial-sum
+  store, which is why short K loops keep the classic layout (more in chapter 8).
+
+The split is skipped when the idle clusters' share of a tile is smaller than the fix-up it costs.
 Every function is integer arithmetic only, so the kernel traces the same code: pass
 ``cutlass.select_``/``cutlass.min``/``cutlass.max`` there, Python's (the defaults) here.
 :func:`plan` lists every cluster's units for tests and the chapter's figure.
@@ -22,6 +34,12 @@ from typing import Callable, List, Tuple
 # that runs late included). From the H200: at 4096^3 the split tail had 8 idle K tiles per
 # cluster (~6 us) to win back and ran 3% (~6 us) *slower*, so a hand-over costs ~16 K tiles.
 FIXUP_K_TILES = 16
+
+# From this many K tiles per tile on, the tail runs in lockstep. Against the classic layout on the
+# H200 (two interleaved A/B runs): -0.8 to -3.3% at 64-128 K tiles (a partial-sum store ends every
+# helper piece), 0 at 192, +0.6 and -1.7% at 224, +0.8 to +2.0% at 448, where the classic layout
+# streams its operands from DRAM. NOTES.md has the runs.
+LOCKSTEP_K_TILES = 256
 
 
 def _select(condition, if_true, if_false):
@@ -38,15 +56,21 @@ def operations(*values) -> tuple:
 
 
 def split_tail(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min):
-    """(whole tiles, clusters sharing the tail, K tiles in the tail)."""
+    """(whole tiles, tail tiles, main parts' K tiles (0: classic), clusters with runs, K tiles in the runs)."""
     tail_tiles = tiles % clusters
     worth = (clusters - tail_tiles) * k_tiles > FIXUP_K_TILES * clusters
     tail_tiles = select(worth & enabled, tail_tiles, 0)
-    tail_k_tiles = tail_tiles * k_tiles
-    return tiles - tail_tiles, minimum(clusters, tail_k_tiles), tail_k_tiles
+    main_k = select(k_tiles >= LOCKSTEP_K_TILES, (tail_tiles * k_tiles + clusters - 1) // clusters, 0)
+    rest_k = tail_tiles * (k_tiles - main_k)
+    return tiles - tail_tiles, tail_tiles, main_k, minimum(clusters - main_clusters(tail_tiles, main_k, select), rest_k), rest_k
 
 
-# With fewer tiles than clusters, a tile is split over at most this many clusters: its finisher
+def main_clusters(tail_tiles, main_k, select: Callable = _select):
+    """Clusters that run a main part: one per tail tile in lockstep, none in the classic layout."""
+    return select(main_k > 0, tail_tiles, 0)
+
+
+# With fewer tiles than clusters, a tile is split over about this many clusters: its finisher
 # adds the other parts one after another. Measured on the H200 up to about 4 parts per tile
 # (1024 x 1024 x 8192: 16 cluster-tiles over 66 clusters, 1.9x faster); more is not measured.
 MAX_PARTS = 4
@@ -58,68 +82,95 @@ def grid_clusters(tiles, clusters, k_tiles, enabled=True, select: Callable = _se
     their K loops shared; else no more than the tiles. The kernel's own ``split_tail`` on the
     launched count then makes the same choice."""
     capped = minimum(clusters, MAX_PARTS * tiles)
-    _, tail_clusters, _ = split_tail(tiles, capped, k_tiles, enabled, select, minimum)
-    return select(tail_clusters > 0, capped, minimum(tiles, clusters))
+    _, tail_tiles, _, _, _ = split_tail(tiles, capped, k_tiles, enabled, select, minimum)
+    return select(tail_tiles > 0, capped, minimum(tiles, clusters))
 
 
-def tail_run(cluster, tail_clusters, tail_k_tiles, select: Callable = _select, maximum: Callable = max):
-    """Cluster ``cluster``'s run [start, end) of the tail's K tiles (0, 0 if it has none)."""
-    share = maximum(tail_clusters, 1)
-    has = cluster < tail_clusters
-    return select(has, cluster * tail_k_tiles // share, 0), select(has, (cluster + 1) * tail_k_tiles // share, 0)
+def helper_run(cluster, mains, helpers, rest_k, select: Callable = _select, maximum: Callable = max):
+    """Cluster ``cluster``'s run [start, end) of the runs' K tiles (0, 0 if it has none)."""
+    j = cluster - mains
+    share = maximum(helpers, 1)
+    has = (j >= 0) & (j < helpers)
+    return select(has, j * rest_k // share, 0), select(has, (j + 1) * rest_k // share, 0)
 
 
-def num_units(cluster, clusters, whole_tiles, start, end, k_tiles, select: Callable = _select):
+def num_units(cluster, clusters, whole_tiles, mains, main_k, start, end, k_tiles, select: Callable = _select,
+              maximum: Callable = max):
     whole_units = (whole_tiles - cluster + clusters - 1) // clusters
-    boundary = (start // k_tiles + 1) * k_tiles  # where the run's first tile ends
-    return whole_units + select(end > start, 1, 0) + select(end > boundary, 1, 0)
+    piece = maximum(k_tiles - main_k, 1)  # each tail tile's share of the runs
+    pieces = select(end > start, (end - 1) // piece - start // piece + 1, 0)
+    return whole_units + select(cluster < mains, 1, 0) + pieces
 
 
-def work_unit(u, cluster, clusters, whole_tiles, start, end, k_tiles, select: Callable = _select, minimum: Callable = min):
+def work_unit(u, cluster, clusters, whole_tiles, main_k, start, end, k_tiles, select: Callable = _select,
+              minimum: Callable = min, maximum: Callable = max):
     """Unit u of a cluster: (cluster-tile index, first K tile, end K tile)."""
     whole_units = (whole_tiles - cluster + clusters - 1) // clusters
-    first_tail_tile = whole_tiles + start // k_tiles
-    boundary = (start // k_tiles + 1) * k_tiles
     is_whole = u < whole_units
-    is_first_part = u == whole_units
-    index = select(is_whole, cluster + u * clusters, select(is_first_part, first_tail_tile, first_tail_tile + 1))
-    k_begin = select(is_whole, 0, select(is_first_part, start % k_tiles, 0))
-    first_part_end = minimum(end, boundary) - start + start % k_tiles
-    k_end = select(is_whole, k_tiles, select(is_first_part, first_part_end, end - boundary))
+    piece = maximum(k_tiles - main_k, 1)
+    tile = start // piece + u - whole_units  # a run's tail tile, counted from the first tail tile
+    low, high = maximum(start, tile * piece) - tile * piece, minimum(end, (tile + 1) * piece) - tile * piece
+    is_main = end == start  # a cluster with a tail unit and no helper run has a main part
+    index = select(is_whole, cluster + u * clusters, whole_tiles + select(is_main, cluster, tile))
+    k_begin = select(is_whole, 0, select(is_main, 0, main_k + low))
+    k_end = select(is_whole, k_tiles, select(is_main, main_k, main_k + high))
     return index, k_begin, k_end
 
 
-def last_helper(index, whole_tiles, tail_clusters, tail_k_tiles, k_tiles, minimum: Callable = min):
-    """The last cluster whose run holds part of tail tile ``index``; its helpers are finisher + 1 .. this.
+def piece_slot(cluster, index, whole_tiles, mains, select: Callable = _select):
+    """Workspace slot of a piece that hands its partial sum over (run j, tail tile t).
 
-    Cluster h's run starts at h * tail_k_tiles // tail_clusters, which is before the tile's end
-    exactly when h * tail_k_tiles < tile_end * tail_clusters.
+    Classic: j (a run hands over at most its first piece). Lockstep: j + t, unique and < clusters
+    too: walking the runs' K tiles, every new piece starts at a run boundary (j + 1), a tile
+    boundary (t + 1) or both, so j + t grows with every piece, and there are at most
+    r + (G - r) - 1 pieces.
     """
-    tile_end = (index - whole_tiles + 1) * k_tiles
-    return minimum(tail_clusters - 1, (tile_end * tail_clusters + tail_k_tiles - 1) // tail_k_tiles - 1)
+    return cluster - mains + select(mains > 0, index - whole_tiles, 0)
+
+
+def helper_slots(index, whole_tiles, main_k, helpers, rest_k, k_tiles, select: Callable = _select,
+                 minimum: Callable = min, maximum: Callable = max):
+    """(first, last) workspace slot of the pieces that tail tile ``index``'s finisher adds.
+
+    Run j, [j * R // H, (j + 1) * R // H), meets tile t's span [t * P, (t + 1) * P) exactly when
+    it ends after t * P and starts before (t + 1) * P. In the classic layout the first of these
+    runs holds K tile 0 and is the finisher itself.
+    """
+    tile, piece, share = index - whole_tiles, maximum(k_tiles - main_k, 1), maximum(rest_k, 1)
+    first = ((tile * piece + 1) * helpers + share - 1) // share - 1 + select(main_k > 0, 0, 1)
+    last = minimum(helpers - 1, ((tile + 1) * piece * helpers + share - 1) // share - 1)
+    offset = select(main_k > 0, tile, 0)  # piece_slot's j + t in lockstep, j in the classic layout
+    return first + offset, last + offset
+
+
+def cluster_plan(cluster, clusters, tiles, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min,
+                 maximum: Callable = max):
+    """Everything a cluster needs for its units: (whole tiles, mains, main_k, helpers, rest_k, start, end)."""
+    whole, tail_tiles, main_k, helpers, rest_k = split_tail(tiles, clusters, k_tiles, enabled, select, minimum)
+    mains = main_clusters(tail_tiles, main_k, select)
+    start, end = helper_run(cluster, mains, helpers, rest_k, select, maximum)
+    return whole, mains, main_k, helpers, rest_k, start, end
 
 
 def plan(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> List[List[Tuple[int, int, int]]]:
     """Every cluster's units, [(tile index, k_begin, k_end), ...], in the order it runs them."""
-    whole, tail_clusters, tail_k = split_tail(tiles, clusters, k_tiles, enabled)
     out = []
     for c in range(clusters):
-        start, end = tail_run(c, tail_clusters, tail_k)
-        units = num_units(c, clusters, whole, start, end, k_tiles)
-        out.append([work_unit(u, c, clusters, whole, start, end, k_tiles) for u in range(units)])
+        whole, mains, main_k, _, _, start, end = cluster_plan(c, clusters, tiles, k_tiles, enabled)
+        units = num_units(c, clusters, whole, mains, main_k, start, end, k_tiles)
+        out.append([work_unit(u, c, clusters, whole, main_k, start, end, k_tiles) for u in range(units)])
     return out
 
 
 def split_tail_bytes(tiles: int, clusters: int, k_tiles: int, k_tile_bytes: int) -> int:
-    """Operand bytes the split tail streams if no two clusters read a panel at the same time.
+    """Operand bytes the runs stream if no two clusters read a panel at the same time.
 
-    Each part reads its own K range of its own tile (``k_tile_bytes`` per K tile: the cluster-tile's
-    A rows and B columns, ``tile_k`` deep), and parts of neighbouring tiles sit at different K, so
-    L2 rarely serves one part's panel to another: a model of the worst case, every tail K tile
-    read once. As whole tiles, the same tail would share panels across a compact patch of tiles.
+    A run's piece is its own K range of its own tile, and runs sit at different K, so L2 rarely
+    serves one run's panel to another: a model of the worst case, every K tile of the runs read
+    once. Lockstep main parts all run K tiles 0 .. main_k - 1 together, like a wave of whole
+    tiles, and share panels the same way, so they are not counted.
     """
-    _, _, tail_k_tiles = split_tail(tiles, clusters, k_tiles)
-    return tail_k_tiles * k_tile_bytes
+    return split_tail(tiles, clusters, k_tiles)[4] * k_tile_bytes
 
 
 def busy_fraction(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> float:

@@ -18,17 +18,19 @@ Parent: step 7. Key differences:
   stores per tile instead of eight, and the first waits for a store issued a whole main loop
   earlier. Shared memory pays with one mainloop stage (3 x 48 KiB instead of 4); on the H200
   this measured 1-3% faster than step 7's split at 4096^3 and 8192^3 (``scripts/gpu_tune.py``).
-* Stream-K tail: when the tiles do not fill the last wave (4096^3: 256 cluster-tiles for 66
-  clusters, 3 full waves + 58), the last wave's K loops are split evenly over *all* clusters:
-  each gets ``58 * 64 / 66`` K tiles, a contiguous run that may start inside one tile and end
-  inside the next. The cluster that computes a split tile's first K tile finishes it: it waits
-  for the other parts (partial sums in fp32 written to a global workspace, each announced by a
-  flag written with release semantics), adds them, and runs the epilogue. Parts that start
-  mid-tile come first in every cluster's run and never wait, so nobody waits on a cluster that
-  is itself waiting. Skipped when the fix-up would cost more than the idle clusters it saves.
-  A problem with fewer cluster-tiles than clusters is all tail: the host then launches every
-  cluster anyway, up to ``schedule.MAX_PARTS`` per tile (``schedule.grid_clusters``), so a few
-  tiles' K loops fill the GPU.
+* Stream-K tail: when the tiles do not fill the last wave (8192^3: 1024 cluster-tiles for 66
+  clusters, 15 full waves + 34), the last wave's K loops are split over *all* clusters, about
+  ``34 * 128 / 66`` K tiles each (``gemm_course.schedule``): contiguous runs over the tail's K
+  tiles laid end to end, so a run may hold pieces of two tiles. The piece with a tile's K tile 0
+  finishes it: it waits for the other pieces (partial sums in fp32 written to a global workspace,
+  each announced by a flag written with release semantics), adds them, and runs the epilogue.
+  The finishing piece is the last of its run, so a cluster writes all it owes before it waits.
+  With long K loops the tail runs in *lockstep*: one main part per tail tile starts at K tile 0
+  on every tail tile at once, so neighbouring tiles share their panels in L2, and the other
+  clusters' runs take the rest. Skipped when the fix-up would cost more than the idle clusters it
+  saves. A problem with fewer cluster-tiles than clusters is all tail: the host then launches
+  every cluster anyway, up to ``schedule.MAX_PARTS`` per tile (``schedule.grid_clusters``), so a
+  few tiles' K loops fill the GPU.
 
 Expected: at 4096^3 with 128x256 tiles there are 512 tiles for 132 SMs: 3.9 waves; the full
 waves gain the fill/drain of step 7's pairs and of CTA launches, and the split tail turns a
@@ -145,7 +147,7 @@ class Gemm(parent.Gemm):
         return (tile_m * cm + bidx % cm, tile_n * cn + bidy, None)
 
     def make_plan(self, mC: cute.Tensor, num_k_tiles):
-        """(cluster, clusters, whole tiles, start, end of this cluster's tail run, tail clusters, tail K tiles)."""
+        """(cluster, clusters, whole tiles, main clusters, main parts' K tiles, runs, runs' K tiles, run start, run end)."""
         bidx, _, _ = cute.arch.block_idx()
         gdimx, _, _ = cute.arch.grid_dim()
         cm = self.cluster_shape_mnk[0]
@@ -153,24 +155,28 @@ class Gemm(parent.Gemm):
         cluster, clusters = bidx // cm, gdimx // cm
         # a constant False here trips the compiler; keep `enabled` a runtime value either way
         enabled = num_k_tiles > 0 if self.config.stream_k else num_k_tiles < 0
-        whole_tiles, tail_clusters, tail_k_tiles = schedule.split_tail(
-            clusters_m * clusters_n, clusters, num_k_tiles, enabled, cutlass.select_, cutlass.min
+        return (cluster, clusters) + schedule.cluster_plan(
+            cluster, clusters, clusters_m * clusters_n, num_k_tiles, enabled, cutlass.select_, cutlass.min, cutlass.max
         )
-        start, end = schedule.tail_run(cluster, tail_clusters, tail_k_tiles, cutlass.select_, cutlass.max)
-        return cluster, clusters, whole_tiles, start, end, tail_clusters, tail_k_tiles
 
     def num_units(self, plan, num_k_tiles):
-        cluster, clusters, whole_tiles, start, end, _, _ = plan
-        return schedule.num_units(cluster, clusters, whole_tiles, start, end, num_k_tiles, cutlass.select_)
+        cluster, clusters, whole_tiles, mains, main_k, _, _, start, end = plan
+        return schedule.num_units(cluster, clusters, whole_tiles, mains, main_k, start, end, num_k_tiles, cutlass.select_, cutlass.max)
 
     def work_unit(self, u, plan, num_k_tiles):
         """Unit u of this cluster: (cluster-tile index, first K tile, end K tile)."""
-        cluster, clusters, whole_tiles, start, end, _, _ = plan
-        return schedule.work_unit(u, cluster, clusters, whole_tiles, start, end, num_k_tiles, cutlass.select_, cutlass.min)
+        cluster, clusters, whole_tiles, _, main_k, _, _, start, end = plan
+        return schedule.work_unit(
+            u, cluster, clusters, whole_tiles, main_k, start, end, num_k_tiles, cutlass.select_, cutlass.min, cutlass.max
+        )
 
-    def last_helper(self, index, plan, num_k_tiles):
-        _, _, whole_tiles, _, _, tail_clusters, tail_k_tiles = plan
-        return schedule.last_helper(index, whole_tiles, tail_clusters, tail_k_tiles, num_k_tiles, cutlass.min)
+    def piece_slot(self, index, plan):
+        cluster, _, whole_tiles, mains, _, _, _, _, _ = plan
+        return schedule.piece_slot(cluster, index, whole_tiles, mains, cutlass.select_)
+
+    def helper_slots(self, index, plan, num_k_tiles):
+        _, _, whole_tiles, _, main_k, helpers, rest_k, _, _ = plan
+        return schedule.helper_slots(index, whole_tiles, main_k, helpers, rest_k, num_k_tiles, cutlass.select_, cutlass.min, cutlass.max)
 
     # ---- device side: handing tiles and partial sums over --------------------------------------
 
@@ -186,11 +192,11 @@ class Gemm(parent.Gemm):
         ring = storage.tile_ring.get_tensor(cute.make_layout((2, self.ring_depth)))
         return (ring[0, u % self.ring_depth], ring[1, u % self.ring_depth], None)
 
-    def partial_slot(self, cluster):
-        """Workspace slot of this CTA's position in ``cluster``."""
+    def partial_slot(self, piece):
+        """Workspace slot of this CTA's share of helper piece ``piece`` (a ``schedule.piece_slot``)."""
         bidx, bidy, _ = cute.arch.block_idx()
         cm, cn, _ = self.cluster_shape_mnk
-        return (cluster * cm + bidx % cm) * cn + bidy
+        return (piece * cm + bidx % cm) * cn + bidy
 
     def partial_view(self, mPartials: cute.Tensor, slot, accumulators):
         """This thread's accumulator values in a slot, value-major so each warp access is 128 contiguous bytes."""
@@ -210,11 +216,11 @@ class Gemm(parent.Gemm):
             cute.arch.store(mFlags.iterator + slot, cutlass.Int32(1), sem="release", scope="gpu")
 
     @cute.jit
-    def add_partials(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, first_helper, last_helper):
-        """The finisher: wait for each helper's flag (acquire), reset it, add its partial sum."""
+    def add_partials(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, first_piece, last_piece):
+        """The finisher: wait for each helper piece's flag (acquire), reset it, add its partial sum."""
         tidx, _, _ = cute.arch.thread_idx()
-        for helper in cutlass.range(first_helper, last_helper + 1, unroll=1):
-            slot = self.partial_slot(helper)
+        for piece in cutlass.range(first_piece, last_piece + 1, unroll=1):
+            slot = self.partial_slot(piece)
             if tidx == WARPGROUP:
                 flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
                 while flag == 0:
@@ -264,7 +270,6 @@ class Gemm(parent.Gemm):
             # consumer warpgroups: wgmma over the unit's K tiles, then hand over or finish the tile
             cute.arch.setmaxregister_increase(self.config.consumer_registers)
             tCrA, tCrB, accumulators, read_state, release_state, store_pipeline = self.consumer_setup(tiled_mma, sA, sB, sC)
-            cluster = plan[0]
             for u in cutlass.range(num_units, unroll=1):
                 index, k_begin, k_end = self.work_unit(u, plan, num_k_tiles)
                 read_state, release_state = self.consume_tile(
@@ -272,11 +277,12 @@ class Gemm(parent.Gemm):
                 )
                 if k_begin > 0:  # (never with stream_k off: no hand-over code is compiled then)
                     if cutlass.const_expr(self.config.stream_k):
-                        self.store_partial(accumulators, mPartials, mFlags, self.partial_slot(cluster))
+                        self.store_partial(accumulators, mPartials, mFlags, self.partial_slot(self.piece_slot(index, plan)))
                 else:
                     if cutlass.const_expr(self.config.stream_k):
                         if k_end < num_k_tiles:
-                            self.add_partials(accumulators, mPartials, mFlags, cluster + 1, self.last_helper(index, plan, num_k_tiles))
+                            first_piece, last_piece = self.helper_slots(index, plan, num_k_tiles)
+                            self.add_partials(accumulators, mPartials, mFlags, first_piece, last_piece)
                     self.epilogue_tma(
                         tiled_mma, accumulators, tma_atom_c, mC, sC, self.published_tile(u, storage), store_pipeline,
                         self.consumer_threads, WARPGROUP,
