@@ -50,7 +50,7 @@ def test_hand_over(tiles, clusters, k_tiles):
             assert finisher[0] == (index - whole, 0, main_k)
             assert [u for u in plans[index - whole] if u[0] >= whole] == [(index, 0, main_k)]
         mine = sorted(schedule.piece_slot(c, index, whole, mains) for c, b, _ in ps if b > 0)
-        first, last = schedule.helper_slots(index, whole, main_k, helpers, rest_k, k_tiles)
+        first, last = schedule.helper_slots(index, whole, main_k, helpers, rest_k, max(k_tiles - main_k, 1))
         assert mine == list(range(first, last + 1))
         slots += mine
     assert len(slots) == len(set(slots)) and all(0 <= s < clusters for s in slots)

@@ -86,31 +86,46 @@ def grid_clusters(tiles, clusters, k_tiles, enabled=True, select: Callable = _se
     return select(tail_tiles > 0, capped, minimum(tiles, clusters))
 
 
-def helper_run(cluster, mains, helpers, rest_k, select: Callable = _select, maximum: Callable = max):
+def launch_constants(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min,
+                     maximum: Callable = max):
+    """What every cluster's schedule needs, computed once per launch (the kernel gets it from the host):
+    (whole tiles, full waves, leftover, main clusters, main_k, runs, runs' K tiles, piece, share).
+
+    Whole tiles go round ``full waves`` times to every cluster and once more to the first
+    ``leftover``; ``piece`` is each tail tile's span in the runs (in K tiles), ``share`` what a
+    run's bounds are divided by. The kernel divides by ``piece`` and ``share`` with precomputed
+    fast dividers, so no cluster waits on an integer division before its first load.
+    """
+    whole, tail_tiles, main_k, helpers, rest_k = split_tail(tiles, clusters, k_tiles, enabled, select, minimum)
+    mains = main_clusters(tail_tiles, main_k, select)
+    return (whole, whole // clusters, whole % clusters, mains, main_k, helpers, rest_k,
+            maximum(k_tiles - main_k, 1), maximum(helpers, 1))
+
+
+def whole_units(cluster, full_waves, leftover, select: Callable = _select):
+    return full_waves + select(cluster < leftover, 1, 0)
+
+
+def helper_run(cluster, mains, helpers, rest_k, share, select: Callable = _select):
     """Cluster ``cluster``'s run [start, end) of the runs' K tiles (0, 0 if it has none)."""
     j = cluster - mains
-    share = maximum(helpers, 1)
     has = (j >= 0) & (j < helpers)
     return select(has, j * rest_k // share, 0), select(has, (j + 1) * rest_k // share, 0)
 
 
-def num_units(cluster, clusters, whole_tiles, mains, main_k, start, end, k_tiles, select: Callable = _select,
-              maximum: Callable = max):
-    whole_units = (whole_tiles - cluster + clusters - 1) // clusters
-    piece = maximum(k_tiles - main_k, 1)  # each tail tile's share of the runs
+def num_units(cluster, whole_count, mains, start, end, piece, select: Callable = _select):
     pieces = select(end > start, (end - 1) // piece - start // piece + 1, 0)
-    return whole_units + select(cluster < mains, 1, 0) + pieces
+    return whole_count + select(cluster < mains, 1, 0) + pieces
 
 
-def work_unit(u, cluster, clusters, whole_tiles, main_k, start, end, k_tiles, select: Callable = _select,
-              minimum: Callable = min, maximum: Callable = max):
-    """Unit u of a cluster: (cluster-tile index, first K tile, end K tile)."""
-    whole_units = (whole_tiles - cluster + clusters - 1) // clusters
-    is_whole = u < whole_units
-    piece = maximum(k_tiles - main_k, 1)
-    tile = start // piece + u - whole_units  # a run's tail tile, counted from the first tail tile
+def work_unit(u, cluster, clusters, whole_count, whole_tiles, main_k, start, end, k_tiles, piece, piece_div=None,
+              select: Callable = _select, minimum: Callable = min, maximum: Callable = max):
+    """Unit u of a cluster: (cluster-tile index, first K tile, end K tile). ``piece_div`` divides
+    by ``piece`` (the kernel passes a fast divider; by default ``piece`` itself)."""
+    is_whole = u < whole_count
+    tile = start // (piece if piece_div is None else piece_div) + u - whole_count  # a run's tail tile, from the first tail tile
     low, high = maximum(start, tile * piece) - tile * piece, minimum(end, (tile + 1) * piece) - tile * piece
-    is_main = end == start  # a cluster with a tail unit and no helper run has a main part
+    is_main = end == start  # a cluster with a tail unit and no run has a main part
     index = select(is_whole, cluster + u * clusters, whole_tiles + select(is_main, cluster, tile))
     k_begin = select(is_whole, 0, select(is_main, 0, main_k + low))
     k_end = select(is_whole, k_tiles, select(is_main, main_k, main_k + high))
@@ -128,7 +143,7 @@ def piece_slot(cluster, index, whole_tiles, mains, select: Callable = _select):
     return cluster - mains + select(mains > 0, index - whole_tiles, 0)
 
 
-def helper_slots(index, whole_tiles, main_k, helpers, rest_k, k_tiles, select: Callable = _select,
+def helper_slots(index, whole_tiles, main_k, helpers, rest_k, piece, select: Callable = _select,
                  minimum: Callable = min, maximum: Callable = max):
     """(first, last) workspace slot of the pieces that tail tile ``index``'s finisher adds.
 
@@ -136,29 +151,24 @@ def helper_slots(index, whole_tiles, main_k, helpers, rest_k, k_tiles, select: C
     it ends after t * P and starts before (t + 1) * P. In the classic layout the first of these
     runs holds K tile 0 and is the finisher itself.
     """
-    tile, piece, share = index - whole_tiles, maximum(k_tiles - main_k, 1), maximum(rest_k, 1)
-    first = ((tile * piece + 1) * helpers + share - 1) // share - 1 + select(main_k > 0, 0, 1)
-    last = minimum(helpers - 1, ((tile + 1) * piece * helpers + share - 1) // share - 1)
+    tile, total = index - whole_tiles, maximum(rest_k, 1)
+    first = ((tile * piece + 1) * helpers + total - 1) // total - 1 + select(main_k > 0, 0, 1)
+    last = minimum(helpers - 1, ((tile + 1) * piece * helpers + total - 1) // total - 1)
     offset = select(main_k > 0, tile, 0)  # piece_slot's j + t in lockstep, j in the classic layout
     return first + offset, last + offset
 
 
-def cluster_plan(cluster, clusters, tiles, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min,
-                 maximum: Callable = max):
-    """Everything a cluster needs for its units: (whole tiles, mains, main_k, helpers, rest_k, start, end)."""
-    whole, tail_tiles, main_k, helpers, rest_k = split_tail(tiles, clusters, k_tiles, enabled, select, minimum)
-    mains = main_clusters(tail_tiles, main_k, select)
-    start, end = helper_run(cluster, mains, helpers, rest_k, select, maximum)
-    return whole, mains, main_k, helpers, rest_k, start, end
-
-
 def plan(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> List[List[Tuple[int, int, int]]]:
     """Every cluster's units, [(tile index, k_begin, k_end), ...], in the order it runs them."""
+    whole, full_waves, leftover, mains, main_k, helpers, rest_k, piece, share = launch_constants(
+        tiles, clusters, k_tiles, enabled
+    )
     out = []
     for c in range(clusters):
-        whole, mains, main_k, _, _, start, end = cluster_plan(c, clusters, tiles, k_tiles, enabled)
-        units = num_units(c, clusters, whole, mains, main_k, start, end, k_tiles)
-        out.append([work_unit(u, c, clusters, whole, main_k, start, end, k_tiles) for u in range(units)])
+        start, end = helper_run(c, mains, helpers, rest_k, share)
+        count = whole_units(c, full_waves, leftover)
+        units = num_units(c, count, mains, start, end, piece)
+        out.append([work_unit(u, c, clusters, count, whole, main_k, start, end, k_tiles, piece) for u in range(units)])
     return out
 
 

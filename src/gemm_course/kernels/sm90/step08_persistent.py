@@ -100,7 +100,7 @@ class Gemm(parent.Gemm):
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, mPartials: cute.Tensor, mFlags: cute.Tensor):
-        self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags)
+        self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags, self.schedule_constants(mA, mC))
 
     def make_shared_storage(self, a_smem_layout, b_smem_layout, epi_smem_layout):
         stages, ring_depth = self.stages, self.ring_depth
@@ -121,16 +121,35 @@ class Gemm(parent.Gemm):
         cm, cn, _ = self.cluster_shape_mnk
         return cute.ceil_div(mC.shape[0], bm * cm), cute.ceil_div(mC.shape[1], bn * cn)
 
-    def grid(self, mA: cute.Tensor, mC: cute.Tensor):
+    def launched_clusters(self, mA: cute.Tensor, mC: cute.Tensor):
         clusters_m, clusters_n = self.cluster_grid(mC)
         tiles, k_tiles = clusters_m * clusters_n, cute.ceil_div(mA.shape[1], self.tile_mnk[2])
         clusters = cutlass.min(tiles, self.max_clusters)
         if self.config.stream_k:  # every cluster when the tail is split: even fewer tiles than clusters fill the GPU
             select, minimum, _ = schedule.operations(tiles, k_tiles)
             clusters = schedule.grid_clusters(tiles, self.max_clusters, k_tiles, True, select, minimum)
-            clusters = clusters if isinstance(clusters, int) else cutlass.Int32(clusters)  # a launch dimension
+        return clusters
+
+    def grid(self, mA: cute.Tensor, mC: cute.Tensor):
+        clusters = self.launched_clusters(mA, mC)
+        clusters = clusters if isinstance(clusters, int) else cutlass.Int32(clusters)  # a launch dimension
         cm, cn, _ = self.cluster_shape_mnk
         return (clusters * cm, cn, 1)
+
+    def schedule_constants(self, mA: cute.Tensor, mC: cute.Tensor):
+        """``schedule.launch_constants`` for this launch, on the host, with fast dividers for the
+        two divisions each cluster makes before its first load (see ``make_plan``)."""
+        clusters_m, clusters_n = self.cluster_grid(mC)
+        k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
+        # a constant False here trips the compiler; keep `enabled` a runtime value either way
+        enabled = k_tiles > 0 if self.config.stream_k else k_tiles < 0
+        constants = schedule.launch_constants(
+            clusters_m * clusters_n, self.launched_clusters(mA, mC), k_tiles, enabled, cutlass.select_, cutlass.min, cutlass.max
+        )
+        piece, share = constants[-2:]
+        return tuple(cutlass.Int32(v) for v in constants) + (
+            cute.fast_divmod_create_divisor_v2(cutlass.Int32(piece)), cute.fast_divmod_create_divisor_v2(cutlass.Int32(share))
+        )
 
     # ---- device side: the schedule ------------------------------------------------------------
 
@@ -146,37 +165,37 @@ class Gemm(parent.Gemm):
         tile_m, tile_n = self.cluster_tile(index, clusters_m, clusters_n)
         return (tile_m * cm + bidx % cm, tile_n * cn + bidy, None)
 
-    def make_plan(self, mC: cute.Tensor, num_k_tiles):
-        """(cluster, clusters, whole tiles, main clusters, main parts' K tiles, runs, runs' K tiles, run start, run end)."""
+    def make_plan(self, constants):
+        """(cluster, clusters, whole units, run start, run end) + the launch's constants; no division
+        by a runtime value (``schedule_constants``)."""
         bidx, _, _ = cute.arch.block_idx()
         gdimx, _, _ = cute.arch.grid_dim()
         cm = self.cluster_shape_mnk[0]
-        clusters_m, clusters_n = self.cluster_grid(mC)
         cluster, clusters = bidx // cm, gdimx // cm
-        # a constant False here trips the compiler; keep `enabled` a runtime value either way
-        enabled = num_k_tiles > 0 if self.config.stream_k else num_k_tiles < 0
-        return (cluster, clusters) + schedule.cluster_plan(
-            cluster, clusters, clusters_m * clusters_n, num_k_tiles, enabled, cutlass.select_, cutlass.min, cutlass.max
-        )
+        _, full_waves, leftover, mains, _, helpers, rest_k, _, _, _, share_div = constants  # see schedule_constants
+        start, end = schedule.helper_run(cluster, mains, helpers, rest_k, share_div, cutlass.select_)
+        count = schedule.whole_units(cluster, full_waves, leftover, cutlass.select_)
+        return (cluster, clusters, count, start, end) + tuple(constants)
 
-    def num_units(self, plan, num_k_tiles):
-        cluster, clusters, whole_tiles, mains, main_k, _, _, start, end = plan
-        return schedule.num_units(cluster, clusters, whole_tiles, mains, main_k, start, end, num_k_tiles, cutlass.select_, cutlass.max)
+    def num_units(self, plan):
+        cluster, _, count, start, end, _, _, _, mains, _, _, _, _, _, piece_div, _ = plan
+        return schedule.num_units(cluster, count, mains, start, end, piece_div, cutlass.select_)
 
     def work_unit(self, u, plan, num_k_tiles):
         """Unit u of this cluster: (cluster-tile index, first K tile, end K tile)."""
-        cluster, clusters, whole_tiles, _, main_k, _, _, start, end = plan
+        cluster, clusters, count, start, end, whole_tiles, _, _, _, main_k, _, _, piece, _, piece_div, _ = plan
         return schedule.work_unit(
-            u, cluster, clusters, whole_tiles, main_k, start, end, num_k_tiles, cutlass.select_, cutlass.min, cutlass.max
+            u, cluster, clusters, count, whole_tiles, main_k, start, end, num_k_tiles, piece, piece_div,
+            cutlass.select_, cutlass.min, cutlass.max,
         )
 
     def piece_slot(self, index, plan):
-        cluster, _, whole_tiles, mains, _, _, _, _, _ = plan
+        cluster, _, _, _, _, whole_tiles, _, _, mains, _, _, _, _, _, _, _ = plan
         return schedule.piece_slot(cluster, index, whole_tiles, mains, cutlass.select_)
 
-    def helper_slots(self, index, plan, num_k_tiles):
-        _, _, whole_tiles, _, main_k, helpers, rest_k, _, _ = plan
-        return schedule.helper_slots(index, whole_tiles, main_k, helpers, rest_k, num_k_tiles, cutlass.select_, cutlass.min, cutlass.max)
+    def helper_slots(self, index, plan):
+        _, _, _, _, _, whole_tiles, _, _, _, main_k, helpers, rest_k, piece, _, _, _ = plan
+        return schedule.helper_slots(index, whole_tiles, main_k, helpers, rest_k, piece, cutlass.select_, cutlass.min, cutlass.max)
 
     # ---- device side: handing tiles and partial sums over --------------------------------------
 
@@ -246,12 +265,13 @@ class Gemm(parent.Gemm):
         epi_smem_layout: cute.ComposedLayout,
         mPartials: cute.Tensor,
         mFlags: cute.Tensor,
+        constants: tuple,
     ):
         tidx, warp_idx, warpgroup_idx = self.roles(tma_atom_a, tma_atom_b)
         storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(a_smem_layout, b_smem_layout, epi_smem_layout)
         num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
-        plan = self.make_plan(mC, num_k_tiles)
-        num_units = self.num_units(plan, num_k_tiles)
+        plan = self.make_plan(constants)
+        num_units = self.num_units(plan)
 
         if warpgroup_idx == 0:
             # producer warpgroup: one warp runs the schedule, publishes each unit's tile, loads its K tiles
@@ -281,7 +301,7 @@ class Gemm(parent.Gemm):
                 else:
                     if cutlass.const_expr(self.config.stream_k):
                         if k_end < num_k_tiles:
-                            first_piece, last_piece = self.helper_slots(index, plan, num_k_tiles)
+                            first_piece, last_piece = self.helper_slots(index, plan)
                             self.add_partials(accumulators, mPartials, mFlags, first_piece, last_piece)
                     self.epilogue_tma(
                         tiled_mma, accumulators, tma_atom_c, mC, sC, self.published_tile(u, storage), store_pipeline,
