@@ -116,8 +116,11 @@ class Gemm(parent.Gemm):
             cpasync.prefetch_descriptor(tma_atom_b)
         return tidx, warp_idx, warpgroup_idx
 
-    def shared_memory(self, a_smem_layout, b_smem_layout, epi_smem_layout):
-        """Allocate shared memory and initialize the mainloop pipeline's barriers, cluster-wide."""
+    def shared_memory(self, a_smem_layout, b_smem_layout, epi_smem_layout, wait_for_cluster: bool = True):
+        """Allocate shared memory and initialize the mainloop pipeline's barriers, cluster-wide.
+
+        Without ``wait_for_cluster`` the caller must call ``pipeline.pipeline_init_wait`` itself
+        before touching a barrier (work placed in between overlaps the cluster's set-up)."""
         smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         mainloop_pipeline = self.make_mainloop_pipeline(storage, self.consumer_threads // 32)
@@ -125,7 +128,8 @@ class Gemm(parent.Gemm):
         sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (bM, bK, stages)
         sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (bN, bK, stages)
         sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)
-        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
+        if wait_for_cluster:
+            pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
         return storage, mainloop_pipeline, sA, sB, sC
 
     def consumer_setup(self, tiled_mma, sA, sB, sC):
