@@ -1660,8 +1660,13 @@ traffic than cuBLAS), level or mixed at 192-224 and 1-3% slower at 64-128, hence
 
 ## 5. Compile and inspect for `sm_90a`
 
-The scheduler is integer arithmetic per unit, the hand-over adds global loads and stores with
-acquire/release semantics; the PTX has them:
+The scheduler is integer arithmetic per unit. Whatever does not depend on the cluster is worked
+out once per launch, on the host (`Gemm.schedule_constants`: the split, how many rounds of whole
+tiles each cluster gets), and the two divisions each cluster still makes use dividers prepared
+there (`cute.FastDivmodDivisorV2`: a multiply-high and shifts instead of a division loop). Before
+that, a timeline of the launch on the H200 showed the first TMA load leaving 0.9 us later than in
+step 7, waiting for integer divisions (`NOTES.md`). The hand-over adds global loads and stores
+with acquire/release semantics; the PTX has them:
 """),
     code("""
 from gemm_course import arch
@@ -1949,12 +1954,13 @@ drift apart in time), so the measurements decide.
 
 ## 4. Compile and inspect for `sm_90a`
 
-The descent is a loop of integer operations per tile, and it shows in the instruction mix. Only
-the producer warp runs it (step 8's tile ring hands the result to the consumers), ahead of the
-tile's loads. For every tile but a cluster's first, it runs while earlier stages are still being
-consumed; the first tile's loads wait for it: about a thousand cycles on an 8 x 8 grid (`NOTES.md`
-measures it by scanning K). A grid that fits in one wave skips it and takes the row order, since
-the order cannot matter when every tile runs at once:
+The descent is a loop of integer operations per tile, and it shows in the instruction mix. The
+producer warp runs it for the next unit right after issuing the current unit's loads (step 8's
+tile ring hands the result to the consumers), so it runs while earlier stages are still being
+consumed. A cluster's first tile is worked out between the arrive and the wait of the cluster's
+start-up barrier, which hides part of it: on the H200 the descent took about 0.8 us at
+$4096^3$, the barrier about 0.3 us (`NOTES.md` has the timeline). A grid that fits in one wave
+skips it and takes the row order, since the order cannot matter when every tile runs at once:
 """),
     code("""
 reports, ptx = gi.compare(parent, step)
@@ -2025,7 +2031,8 @@ project's performance notes, next to the records) has the analysis behind them, 
 same counters for the cuBLAS kernel: both lose a few percent of SM cycles to the partial last
 wave; mid-session, within active cycles, cuBLAS kept the tensor pipe busier while step 10's
 consumer warps waited at the epilogue's barriers. Step 8 now shares the schedule through shared
-memory, splits long tails along K (stream-K) and stages half a tile per store, which brought the
+memory, splits long tails along K (stream-K, in lockstep where K is long) and stages half a tile
+per store, which brought the
 counters level. One idea measured *worse*: keeping a finished tile in bf16 registers and storing
 it under the next tile's first wgmma cost 2-4% on short-K shapes (likely shared-memory bandwidth:
 `stmatrix` and the TMA store's reads compete with wgmma's operand reads). What could still move
