@@ -28,7 +28,7 @@ Every function is integer arithmetic only, so the kernel traces the same code: p
 
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+from typing import Any, Callable, List, NamedTuple, Tuple
 
 # What handing a partial tile over costs, in K tiles of one cluster's work (waiting for a helper
 # that runs late included). From the H200: at 4096^3 the split tail had 8 idle K tiles per
@@ -86,20 +86,34 @@ def grid_clusters(tiles, clusters, k_tiles, enabled=True, select: Callable = _se
     return select(tail_tiles > 0, capped, minimum(tiles, clusters))
 
 
-def launch_constants(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min,
-                     maximum: Callable = max):
-    """What every cluster's schedule needs, computed once per launch (the kernel gets it from the host):
-    (whole tiles, full waves, leftover, main clusters, main_k, runs, runs' K tiles, piece, share).
+class LaunchConstants(NamedTuple):
+    """What every cluster's schedule needs, computed once per launch (the kernel gets it from the host).
 
-    Whole tiles go round ``full waves`` times to every cluster and once more to the first
-    ``leftover``; ``piece`` is each tail tile's span in the runs (in K tiles), ``share`` what a
-    run's bounds are divided by. The kernel divides by ``piece`` and ``share`` with precomputed
-    fast dividers, so no cluster waits on an integer division before its first load.
+    Whole tiles go round ``full_waves`` times to every cluster and once more to the first
+    ``leftover``; ``mains`` clusters run a lockstep main part of ``main_k`` K tiles; ``helpers``
+    clusters share the runs' ``rest_k`` K tiles; ``piece`` is each tail tile's span in the runs
+    and ``share`` what a run's bounds are divided by (the kernel divides by these two with
+    dividers prepared on the host, so no cluster waits on an integer division before its first
+    load).
     """
+
+    whole_tiles: Any
+    full_waves: Any
+    leftover: Any
+    mains: Any
+    main_k: Any
+    helpers: Any
+    rest_k: Any
+    piece: Any
+    share: Any
+
+
+def launch_constants(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min,
+                     maximum: Callable = max) -> LaunchConstants:
     whole, tail_tiles, main_k, helpers, rest_k = split_tail(tiles, clusters, k_tiles, enabled, select, minimum)
     mains = main_clusters(tail_tiles, main_k, select)
-    return (whole, whole // clusters, whole % clusters, mains, main_k, helpers, rest_k,
-            maximum(k_tiles - main_k, 1), maximum(helpers, 1))
+    return LaunchConstants(whole, whole // clusters, whole % clusters, mains, main_k, helpers, rest_k,
+                           maximum(k_tiles - main_k, 1), maximum(helpers, 1))
 
 
 def whole_units(cluster, full_waves, leftover, select: Callable = _select):
@@ -160,15 +174,14 @@ def helper_slots(index, whole_tiles, main_k, helpers, rest_k, piece, select: Cal
 
 def plan(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> List[List[Tuple[int, int, int]]]:
     """Every cluster's units, [(tile index, k_begin, k_end), ...], in the order it runs them."""
-    whole, full_waves, leftover, mains, main_k, helpers, rest_k, piece, share = launch_constants(
-        tiles, clusters, k_tiles, enabled
-    )
+    c = launch_constants(tiles, clusters, k_tiles, enabled)
     out = []
-    for c in range(clusters):
-        start, end = helper_run(c, mains, helpers, rest_k, share)
-        count = whole_units(c, full_waves, leftover)
-        units = num_units(c, count, mains, start, end, piece)
-        out.append([work_unit(u, c, clusters, count, whole, main_k, start, end, k_tiles, piece) for u in range(units)])
+    for cluster in range(clusters):
+        start, end = helper_run(cluster, c.mains, c.helpers, c.rest_k, c.share)
+        count = whole_units(cluster, c.full_waves, c.leftover)
+        units = num_units(cluster, count, c.mains, start, end, c.piece)
+        out.append([work_unit(u, cluster, clusters, count, c.whole_tiles, c.main_k, start, end, k_tiles, c.piece)
+                    for u in range(units)])
     return out
 
 

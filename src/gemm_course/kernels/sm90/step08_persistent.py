@@ -42,6 +42,7 @@ Accepts: any M; N and K multiples of 8.
 
 import dataclasses
 import functools
+from typing import Any, NamedTuple
 
 import cutlass
 import cutlass.cute as cute
@@ -80,6 +81,19 @@ def max_clusters(cluster_size: int) -> int:
         torch.zeros(1, device="cuda")  # the driver query runs in the current context: let torch create it
         return HardwareInfo().get_max_active_clusters(cluster_size)
     return H200_SMS // cluster_size
+
+
+class Plan(NamedTuple):
+    """One cluster's schedule: its index, the cluster count, its rounds of whole tiles, its run of
+    the tail's K tiles [start, end), the launch's constants, and the fast divider by ``piece``."""
+
+    cluster: Any
+    clusters: Any
+    whole_units: Any
+    start: Any
+    end: Any
+    launch: schedule.LaunchConstants
+    piece_div: Any
 
 
 class Gemm(parent.Gemm):
@@ -137,19 +151,17 @@ class Gemm(parent.Gemm):
         return (clusters * cm, cn, 1)
 
     def schedule_constants(self, mA: cute.Tensor, mC: cute.Tensor):
-        """``schedule.launch_constants`` for this launch, on the host, with fast dividers for the
-        two divisions each cluster makes before its first load (see ``make_plan``)."""
+        """``schedule.launch_constants`` for this launch, on the host, plus fast dividers by
+        ``piece`` and ``share``, the two divisions each cluster makes before its first load."""
         clusters_m, clusters_n = self.cluster_grid(mC)
         k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
         # a constant False here trips the compiler; keep `enabled` a runtime value either way
         enabled = k_tiles > 0 if self.config.stream_k else k_tiles < 0
-        constants = schedule.launch_constants(
+        c = schedule.launch_constants(
             clusters_m * clusters_n, self.launched_clusters(mA, mC), k_tiles, enabled, cutlass.select_, cutlass.min, cutlass.max
         )
-        piece, share = constants[-2:]
-        return tuple(cutlass.Int32(v) for v in constants) + (
-            cute.fast_divmod_create_divisor_v2(cutlass.Int32(piece)), cute.fast_divmod_create_divisor_v2(cutlass.Int32(share))
-        )
+        dividers = (cute.fast_divmod_create_divisor_v2(cutlass.Int32(c.piece)), cute.fast_divmod_create_divisor_v2(cutlass.Int32(c.share)))
+        return tuple(cutlass.Int32(v) for v in c) + dividers  # a plain tuple crosses into the kernel
 
     # ---- device side: the schedule ------------------------------------------------------------
 
@@ -165,37 +177,34 @@ class Gemm(parent.Gemm):
         tile_m, tile_n = self.cluster_tile(index, clusters_m, clusters_n)
         return (tile_m * cm + bidx % cm, tile_n * cn + bidy, None)
 
-    def make_plan(self, constants):
-        """(cluster, clusters, whole units, run start, run end) + the launch's constants; no division
-        by a runtime value (``schedule_constants``)."""
+    def make_plan(self, constants) -> Plan:
+        """This cluster's ``Plan``; no division by a runtime value (see ``schedule_constants``)."""
         bidx, _, _ = cute.arch.block_idx()
         gdimx, _, _ = cute.arch.grid_dim()
         cm = self.cluster_shape_mnk[0]
         cluster, clusters = bidx // cm, gdimx // cm
-        _, full_waves, leftover, mains, _, helpers, rest_k, _, _, _, share_div = constants  # see schedule_constants
-        start, end = schedule.helper_run(cluster, mains, helpers, rest_k, share_div, cutlass.select_)
-        count = schedule.whole_units(cluster, full_waves, leftover, cutlass.select_)
-        return (cluster, clusters, count, start, end) + tuple(constants)
+        c, (piece_div, share_div) = schedule.LaunchConstants(*constants[:-2]), constants[-2:]
+        start, end = schedule.helper_run(cluster, c.mains, c.helpers, c.rest_k, share_div, cutlass.select_)
+        count = schedule.whole_units(cluster, c.full_waves, c.leftover, cutlass.select_)
+        return Plan(cluster, clusters, count, start, end, c, piece_div)
 
-    def num_units(self, plan):
-        cluster, _, count, start, end, _, _, _, mains, _, _, _, _, _, piece_div, _ = plan
-        return schedule.num_units(cluster, count, mains, start, end, piece_div, cutlass.select_)
+    def num_units(self, p: Plan):
+        return schedule.num_units(p.cluster, p.whole_units, p.launch.mains, p.start, p.end, p.piece_div, cutlass.select_)
 
-    def work_unit(self, u, plan, num_k_tiles):
+    def work_unit(self, u, p: Plan, num_k_tiles):
         """Unit u of this cluster: (cluster-tile index, first K tile, end K tile)."""
-        cluster, clusters, count, start, end, whole_tiles, _, _, _, main_k, _, _, piece, _, piece_div, _ = plan
+        c = p.launch
         return schedule.work_unit(
-            u, cluster, clusters, count, whole_tiles, main_k, start, end, num_k_tiles, piece, piece_div,
-            cutlass.select_, cutlass.min, cutlass.max,
+            u, p.cluster, p.clusters, p.whole_units, c.whole_tiles, c.main_k, p.start, p.end, num_k_tiles, c.piece,
+            p.piece_div, cutlass.select_, cutlass.min, cutlass.max,
         )
 
-    def piece_slot(self, index, plan):
-        cluster, _, _, _, _, whole_tiles, _, _, mains, _, _, _, _, _, _, _ = plan
-        return schedule.piece_slot(cluster, index, whole_tiles, mains, cutlass.select_)
+    def piece_slot(self, index, p: Plan):
+        return schedule.piece_slot(p.cluster, index, p.launch.whole_tiles, p.launch.mains, cutlass.select_)
 
-    def helper_slots(self, index, plan):
-        _, _, _, _, _, whole_tiles, _, _, _, main_k, helpers, rest_k, piece, _, _, _ = plan
-        return schedule.helper_slots(index, whole_tiles, main_k, helpers, rest_k, piece, cutlass.select_, cutlass.min, cutlass.max)
+    def helper_slots(self, index, p: Plan):
+        c = p.launch
+        return schedule.helper_slots(index, c.whole_tiles, c.main_k, c.helpers, c.rest_k, c.piece, cutlass.select_, cutlass.min, cutlass.max)
 
     # ---- device side: handing tiles and partial sums over --------------------------------------
 
