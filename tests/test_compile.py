@@ -1,6 +1,8 @@
 """Every registered step compiles on this (GPU-less) machine for its architecture, and its
 PTX/SASS contain the instructions the step is about."""
 
+import re
+
 import pytest
 
 from gemm_course import arch, inspect, ladder
@@ -33,6 +35,16 @@ def test_swizzle_needs_fewer_tma_copies():
     n2 = inspect.ptx_count(arch.compile_step(ladder.get("sm90/2"), target="sm_90a").ptx, "cp.async.bulk.tensor")
     n3 = inspect.ptx_count(arch.compile_step(ladder.get("sm90/3"), target="sm_90a").ptx, "cp.async.bulk.tensor")
     assert n3 < n2
+
+
+def test_persistent_schedule_divides_with_fast_dividers():
+    """Step 8's schedule is worked out with dividers prepared on the host (a multiply-high and
+    shifts per division): the 32-bit divisions left are the row raster's (first tile and loop) and
+    the finisher's helper range, not the ten the per-cluster schedule used to make."""
+    ptx = arch.compile_step(ladder.get("sm90/8"), target="sm_90a").ptx
+    divisions = len(re.findall(r"^\s*(?:@%?!?\w+\s+)?(?:div|rem)\.[su]32", ptx, flags=re.M))
+    assert divisions <= 4, divisions
+    assert inspect.ptx_count(ptx, "mul.hi.u32") >= 4
 
 
 def test_compile_cache_returns_the_same_artifacts():
