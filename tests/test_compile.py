@@ -57,6 +57,13 @@ def test_static_shape_class_compiles():
     assert "wgmma" in art.ptx
 
 
+@pytest.mark.parametrize("shape_class", ["2048x2048x4096", "8192x4096x28672"])
+def test_persistent_step_compiles_for_static_shapes(shape_class):
+    """The schedule's host-side constants are Python ints when the shapes are static."""
+    art = arch.compile_step(ladder.get("sm90/10"), target="sm_90a", shape_class=shape_class)
+    assert "wgmma" in art.ptx
+
+
 def test_unknown_target_is_refused():
     with pytest.raises(ValueError, match="unknown target"):
         arch.compile_step(ladder.get("sm90/2"), target="sm_80")

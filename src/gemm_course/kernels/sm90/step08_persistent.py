@@ -154,12 +154,12 @@ class Gemm(parent.Gemm):
         """``schedule.launch_constants`` for this launch, on the host, plus fast dividers by
         ``piece`` and ``share``, the two divisions each cluster makes before its first load."""
         clusters_m, clusters_n = self.cluster_grid(mC)
+        tiles, clusters = clusters_m * clusters_n, self.launched_clusters(mA, mC)
         k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
-        # a constant False here trips the compiler; keep `enabled` a runtime value either way
-        enabled = k_tiles > 0 if self.config.stream_k else k_tiles < 0
-        c = schedule.launch_constants(
-            clusters_m * clusters_n, self.launched_clusters(mA, mC), k_tiles, enabled, cutlass.select_, cutlass.min, cutlass.max
-        )
+        # k_tiles > 0 always holds: `enabled` is a runtime value whenever the shapes are (a constant
+        # False next to runtime values trips the compiler), and Python's bool for static shapes
+        enabled = (k_tiles > 0) == self.config.stream_k
+        c = schedule.launch_constants(tiles, clusters, k_tiles, enabled, *schedule.operations(tiles, clusters, k_tiles))
         dividers = (cute.fast_divmod_create_divisor_v2(cutlass.Int32(c.piece)), cute.fast_divmod_create_divisor_v2(cutlass.Int32(c.share)))
         return tuple(cutlass.Int32(v) for v in c) + dividers  # a plain tuple crosses into the kernel
 
