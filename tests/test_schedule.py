@@ -78,6 +78,9 @@ def test_tail_is_split_where_it_pays():
     assert schedule.split_tail(256, 66, 64)[:2] == (256, 0)
     # a tail that nearly fills the wave with short K loops is not worth the fix-up
     assert schedule.split_tail(64 + 66, 66, 8)[:2] == (130, 0)
+    # 12288^3: 60 tail tiles of 192 K tiles; the 6 idle clusters win back less than the runs stream
+    assert schedule.split_tail(2304, 66, 192)[:2] == (2304, 0)
+    assert schedule.split_tail(2304 - 6, 66, 192)[1] == 54  # 12 idle clusters: split
 
 
 @pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)

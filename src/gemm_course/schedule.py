@@ -20,7 +20,8 @@ layouts of the runs:
   tile; they never finish a tile, so they never wait. Each of their pieces ends in a partial-sum
   store, which is why short K loops keep the classic layout (more in chapter 8).
 
-The split is skipped when the idle clusters' share of a tile is smaller than the fix-up it costs.
+The split is skipped when the idle clusters' share of a tile is smaller than the fix-up it costs,
+or when they are too few to pay for the operands the runs stream (``IDLE_SHARE``).
 Every function is integer arithmetic only, so the kernel traces the same code: pass
 ``cutlass.select_``/``cutlass.min``/``cutlass.max`` there, Python's (the defaults) here.
 :func:`plan` lists every cluster's units for tests and the chapter's figure.
@@ -34,6 +35,14 @@ from typing import Any, Callable, List, NamedTuple, Tuple
 # that runs late included). From the H200: at 4096^3 the split tail had 8 idle K tiles per
 # cluster (~6 us) to win back and ran 3% (~6 us) *slower*, so a hand-over costs ~16 K tiles.
 FIXUP_K_TILES = 16
+
+# The split tail's runs sit at different K, so they share little in L2 and stream their operands
+# (``split_tail_bytes``): a cost that grows with the tail tiles r, while what the split wins back
+# shrinks with the idle clusters G - r. So the split also needs G - r > G / IDLE_SHARE. On the
+# H200 at 12288^3 (r = 60 of 66, 192 K tiles, 17.5 idle K tiles per cluster) the tail ran 0.5-1.7%
+# faster whole (three interleaved runs); with more idle clusters the split pays (8192^3, r = 34:
+# +2.3%; r = 50 with 96-224 K tiles: +1.2 to +2%). NOTES.md has the runs.
+IDLE_SHARE = 8
 
 # From this many K tiles per tile on, the tail runs in lockstep. Against the classic layout on the
 # H200 (two interleaved A/B runs): -0.8 to -3.3% at 64-128 K tiles (a partial-sum store ends every
@@ -58,7 +67,8 @@ def operations(*values) -> tuple:
 def split_tail(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min):
     """(whole tiles, tail tiles, main parts' K tiles (0: classic), clusters with runs, K tiles in the runs)."""
     tail_tiles = tiles % clusters
-    worth = (clusters - tail_tiles) * k_tiles > FIXUP_K_TILES * clusters
+    idle = clusters - tail_tiles
+    worth = (idle * k_tiles > FIXUP_K_TILES * clusters) & (idle * IDLE_SHARE > clusters)
     tail_tiles = select(worth & enabled, tail_tiles, 0)
     main_k = select(k_tiles >= LOCKSTEP_K_TILES, (tail_tiles * k_tiles + clusters - 1) // clusters, 0)
     rest_k = tail_tiles * (k_tiles - main_k)
