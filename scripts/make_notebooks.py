@@ -1964,8 +1964,11 @@ The descent is a loop of integer operations per tile, and it shows in the instru
 producer warp runs it for the next unit right after issuing the current unit's loads (step 8's
 tile ring hands the result to the consumers), so it runs while earlier stages are still being
 consumed. A cluster's first tile is worked out between the arrive and the wait of the cluster's
-start-up barrier, which hides part of it: on the H200 the descent took about 0.8 us at
-$4096^3$, the barrier about 0.3 us (`NOTES.md` has the timeline). A grid that fits in one wave
+start-up barrier, which hides part of it. On the H200 at $4096^3$ (a 16 x 16 grid of
+cluster-tiles, five or six levels) the descent took 1.15 us when it halved lengths with `// 2`
+and tested them with `% 2`, whose signed forms cost the kernel sign fix-ups on every level, and
+0.83 us with `>> 1` and `& 1` on lengths that are never negative; the barrier takes about 0.3 us
+(`NOTES.md` has the timeline). A grid that fits in one wave
 skips it and takes the row order, since the order cannot matter when every tile runs at once:
 """),
     code("""

@@ -197,13 +197,14 @@ def gilbert_tile(i, tiles_m, tiles_n) -> Tile:
 
     Written to run unchanged on Python ints and traced by CuTeDSL with ``cutlass.Int32``
     arguments (in a kernel: ``for_kernel(gilbert_tile)(i, tiles_m, tiles_n)``): only integer
-    + - * // %, comparisons, ``while`` and ``if``/``else`` statements that assign the same
+    + - * >> &, comparisons, ``while`` and ``if``/``else`` statements that assign the same
     variables in every branch, every variable defined beforehand, one return. Nothing negative
-    is ever divided: CuTeDSL's Int32 ``%`` is C's remainder (``arith.remsi``, sign of the
-    dividend), and C-style code truncates ``/`` where Python floors. The reference halves a
-    signed vector with ``ax // 2``, which rounds a backwards vector away from zero, so the
-    half's length is ``(w + 1) // 2`` when the vector points backwards and ``w // 2`` when it
-    points forwards; the code halves lengths that way. (Backwards minor sides of odd length
+    is ever halved: a signed ``// 2`` or ``% 2`` costs a kernel sign fix-ups (and CuTeDSL's
+    Int32 ``%`` is C's remainder, where Python floors), so lengths are halved with ``>> 1`` and
+    tested for oddness with ``& 1``. The reference halves a signed vector with ``ax // 2``,
+    which rounds a backwards vector away from zero, so the half's length is ``(w + 1) // 2``
+    when the vector points backwards and ``w // 2`` when it points forwards; the code halves
+    lengths that way. (Backwards minor sides of odd length
     are common; a backwards major side was even on every grid up to 80 x 80, but is halved
     the same way.)
     """
@@ -248,11 +249,13 @@ def gilbert_tile(i, tiles_m, tiles_n) -> Tile:
     first = zero
     second = zero
     while (w - 1) * (h - 1) > 0:  # both sides longer than 1 (a rectangle holding i is never empty)
-        # |a // 2| and |b // 2| as the reference floors them: backwards (-1) rounds the length up
-        w2 = (w + (1 - dax - day) // 2) // 2
-        h2 = (h + (1 - dbx - dby) // 2) // 2
+        # |a // 2| and |b // 2| as the reference floors them: backwards (-1) rounds the length up.
+        # Shifts and masks, not // and %: every operand is >= 0 (1 - dax - day is 0 or 2), and
+        # a kernel then needs no sign fix-ups on the first tile's critical path
+        w2 = (w + ((1 - dax - day) >> 1)) >> 1
+        h2 = (h + ((1 - dbx - dby) >> 1)) >> 1
         if 2 * w > 3 * h:  # long: two halves along a
-            if (w2 % 2) * (w - 2) > 0:  # w2 odd and w > 2: lengthen the first half to even
+            if (w2 & 1) * (w - 2) > 0:  # w2 odd and w > 2: lengthen the first half to even
                 grow = one
             else:
                 grow = zero
@@ -279,7 +282,7 @@ def gilbert_tile(i, tiles_m, tiles_n) -> Tile:
                 nh = h
                 nidx = idx - first
         else:  # three parts: up half of b, along all of a, back down
-            if (h2 % 2) * (h - 2) > 0:  # h2 odd and h > 2: lengthen the first half of b to even
+            if (h2 & 1) * (h - 2) > 0:  # h2 odd and h > 2: lengthen the first half of b to even
                 grow = one
             else:
                 grow = zero

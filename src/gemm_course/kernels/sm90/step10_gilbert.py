@@ -10,12 +10,12 @@ B column-panels, as with a grouped raster, but without choosing a group size and
 seams at band edges.
 
 The kernel computes its tile from its index with ``gemm_course.tile_order.gilbert_tile``: a
-non-recursive descent through the curve's splits (a few dozen integer operations per level, a
-few hundred cycles per tile). Only the producer warp runs it, ahead of the tile's loads, and
-hands the result to the consumers through step 8's tile ring; run by the consumers between a
-tile's last wgmma and its epilogue, it cost 2-4% (NOTES.md). A cluster's first tile still waits
-for it (about 0.7 us at 2048^3), so a grid that fits in one wave, where the order cannot matter,
-takes the row order instead. The curve is Jakub Cerveny's "gilbert" (2018, BSD-2-Clause); the course's
+non-recursive descent through the curve's splits (a few dozen integer operations per level,
+five or six levels on a 16 x 16 grid). Only the producer warp runs it, ahead of the tile's
+loads, and hands the result to the consumers through step 8's tile ring; run by the consumers
+between a tile's last wgmma and its epilogue, it cost 2-4% (NOTES.md). A cluster's first tile
+still waits for it (about 0.8 us at 4096^3 on the H200), so a grid that fits in one wave, where
+the order cannot matter, takes the row order instead. The curve is Jakub Cerveny's "gilbert" (2018, BSD-2-Clause); the course's
 implementation is written from the published description.
 
 Expected: like step 9 at 4096^3 (inputs nearly fit in L2); at 8192^3 and large LLM shapes the
@@ -47,7 +47,7 @@ class Gemm(parent.Gemm):
     @cute.jit
     def cluster_tile(self, index, clusters_m, clusters_n):
         # a grid that fits in one wave runs every tile at once, so its order cannot matter: skip
-        # the descent, whose few hundred cycles delay the first load (2% at 2048^3, NOTES.md)
+        # the descent, which delays the first load (2% at 2048^3, NOTES.md)
         tile_m, tile_n = index // clusters_n, index % clusters_n
         if clusters_m * clusters_n > self.max_clusters:
             tile_m, tile_n = gilbert_tile(index, clusters_m, clusters_n)
