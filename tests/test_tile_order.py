@@ -130,7 +130,8 @@ def test_gilbert_tile_is_the_gilbert_order_on_every_index():
 
 def test_gilbert_tile_is_written_in_kernel_safe_python():
     """What the CuTeDSL rewrite stages: no calls (abs/min/max, recursion), no conditional
-    expressions or and/or, no lists or for loops, tuples only in the one final return."""
+    expressions or and/or, no lists or for loops, tuples only in the one final return; and no
+    // or %, which the kernel would run as signed division on its first tile's path."""
     import ast
     import inspect
     import textwrap
@@ -139,6 +140,8 @@ def test_gilbert_tile_is_written_in_kernel_safe_python():
     body = [node for stmt in fn.body for node in ast.walk(stmt)]
     banned = (ast.Call, ast.IfExp, ast.BoolOp, ast.List, ast.ListComp, ast.GeneratorExp, ast.For, ast.Lambda)
     assert not [type(node).__name__ for node in body if isinstance(node, banned)]
+    # halving and parity by >> 1 and & 1: a signed // or % costs the kernel sign fix-ups per level
+    assert not [type(node.op).__name__ for node in body if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod))]
     returns = [node for node in body if isinstance(node, ast.Return)]
     assert returns == [fn.body[-1]]
     assert [node for node in body if isinstance(node, ast.Tuple)] == [fn.body[-1].value]
