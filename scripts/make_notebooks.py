@@ -2044,15 +2044,36 @@ memory, splits long tails along K (stream-K, in lockstep where K is long) and st
 per store, which brought the
 counters level. One idea measured *worse*: keeping a finished tile in bf16 registers and storing
 it under the next tile's first wgmma cost 2-4% on short-K shapes (likely shared-memory bandwidth:
-`stmatrix` and the TMA store's reads compete with wgmma's operand reads). What could still move
-the final step past cuBLAS:
+`stmatrix` and the TMA store's reads compete with wgmma's operand reads), and so did giving each
+consumer warpgroup its own epilogue. A count says why. Every wgmma reads its A and B slices from
+shared memory, TMA writes each K tile's A and B into it, and at the tensor cores' full rate that
+traffic, per clock, is (`sim.smem_traffic`, a model):
+"""),
+    code("""
+rows = {
+    "128 x 256, two warpgroups (this kernel)": sim.smem_traffic(128, 256),
+    "ping-pong: 64 x 256 per warpgroup": sim.smem_traffic(64, 256),
+    "ping-pong: 128 x 128 per warpgroup": sim.smem_traffic(128, 128),
+    "192 x 192, three warpgroups (cuBLAS, large N)": sim.smem_traffic(192, 192),
+    "192 x 256, three warpgroups": sim.smem_traffic(192, 256),
+}
+viz.smem_traffic_bars(rows)
+"""),
+    md("""
+This kernel's tile asks for exactly the 128 bytes per clock an SM's shared memory delivers, so
+anything else that touches shared memory while the tensor cores run competes with the main loop
+(whether wgmma's operand reads go through the same banks is not documented; the measurements are
+consistent with it). Ping-pong consumers, the usual cure for an exposed epilogue, would need 160.
+What could still move the final step past cuBLAS:
 
+* **a tile that asks for less**: 192 x 256 over three consumer warpgroups needs 117 bytes per
+  clock, but its 128 accumulator registers per thread leave about 34 for everything else under a
+  three-warpgroup register split ((65536 - 128 x 24) / 384 = 162 per thread), and its 384-row
+  cluster-tiles do not divide M = 8192;
 * **a tile shape per problem**, as cuBLAS has (256 x 128, 320 x 128 or 192 x 192 by shape, per
-  `scripts/cublas_kernels.py`), where this kernel always uses 128 x 256;
-* **ping-pong consumers**: two consumer warpgroups on *different* tiles, so one's epilogue runs
-  under the other's wgmma instead of both stopping for it;
-* **a cheaper hand-over** (vector loads and stores of the partial sums), so the stream-K tail pays
-  at $4096^3$ too.
+  `scripts/cublas_kernels.py`; its 256 x 128 in column-major terms is this kernel's 128 x 256);
+* **fewer fixed microseconds per launch**: at $2048^3$ about 4 of the 24 us of a launch fall outside
+  the main loop (start-up, first loads, the final stores; `NOTES.md` has the timeline).
 
 ## Try it yourself
 
@@ -2083,8 +2104,9 @@ if sweep:
 * The L2 panel model ranks it with a good grouped raster, without a knob; whether the
   measurements tell steps 9 and 10 apart beyond their spread, the generated verdict says.
 * The final step is at cuBLAS's level across square and LLM shapes; what separates them has
-  named causes (epilogue barriers, the tail wave where a split does not pay) and known remedies
-  (a tile shape per problem, ping-pong consumers, a cheaper hand-over).
+  named causes (the tail wave where a split does not pay, a launch's fixed microseconds, a main
+  loop at the shared-memory limit) and candidates that a count can rank before any code is
+  written (a tile shape per problem, a larger tile over three warpgroups).
 * Every number in this book came from a record, a compiled kernel, a traced CuTe object, or a
   model labelled as one.
 """),

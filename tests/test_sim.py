@@ -223,3 +223,30 @@ def test_l2_model_counts_per_wave():
     assert r.bytes == 8 and r.min_bytes == 6
     with pytest.raises(ValueError):
         sim.l2_traffic(order, sms=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# shared-memory traffic of the main loop (chapter 10)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_smem_traffic_of_the_final_tile_is_the_banks_bandwidth():
+    t = sim.smem_traffic(128, 256)  # two warpgroups, wgmma 64 x 256 x 16
+    assert (t.wgmma_read, t.tma_write, t.clocks) == (80 * 1024, 48 * 1024, 1024)
+    assert t.bytes_per_clock == sim.SMEM_BYTES_PER_CLOCK == 128
+
+
+def test_smem_traffic_counts_a_b_slice_once_per_64_rows():
+    one, two = sim.smem_traffic(64, 256), sim.smem_traffic(128, 256)
+    assert two.wgmma_read == 2 * one.wgmma_read and two.clocks == 2 * one.clocks
+    assert two.tma_write < 2 * one.tma_write  # TMA writes B once per tile, however many rows share it
+    assert sim.smem_traffic(64, 256).bytes_per_clock == 160  # ping-pong: one warpgroup per tile
+    assert sim.smem_traffic(128, 256, mma_n=128).wgmma_read > two.wgmma_read  # narrower wgmma re-reads A
+    assert sim.smem_traffic(192, 256).bytes_per_clock < 128
+
+
+def test_smem_traffic_refuses_shapes_wgmma_cannot_tile():
+    with pytest.raises(ValueError):
+        sim.smem_traffic(96, 256)
+    with pytest.raises(ValueError):
+        sim.smem_traffic(128, 256, mma_n=96)

@@ -374,3 +374,15 @@ def test_latest_sweep_and_sweep_ratios(tmp_path):
     assert "Synthetic GPU" in fig.caption
     empty = viz.sweep_ratios(_write(tmp_path / "none", {}), "sm90/10")
     assert "No sweep" in empty.caption
+
+
+def test_smem_traffic_bars_draw_each_tile_against_the_bandwidth():
+    from gemm_course import sim
+
+    rows = {"128x256": sim.smem_traffic(128, 256), "64x256": sim.smem_traffic(64, 256)}
+    fig = viz.smem_traffic_bars(rows)
+    ax = fig.axes[0]
+    totals = sorted(round(p.get_x() + p.get_width()) for p in ax.patches if p.get_x() > 0)  # the TMA (right) segments
+    assert totals == [128, 160]
+    assert [line.get_xdata()[0] for line in ax.lines] == [sim.SMEM_BYTES_PER_CLOCK]
+    assert "smem_traffic" in fig.caption

@@ -30,6 +30,16 @@ panels (``K x tile_n``) each wave touches: the DRAM traffic if L2 holds exactly 
 set and nothing survives from one wave to the next. A coarse proxy: real waves drift apart and
 L2 keeps some panels longer, so compare its ranking with measured DRAM bytes (ncu) before
 leaning on its absolute numbers.
+
+Shared-memory traffic of the main loop (chapter 10)
+---------------------------------------------------
+:func:`smem_traffic` counts, for one K tile of one CTA, the operand bytes the ``wgmma``
+instructions read from shared memory and the bytes TMA writes into it, and divides by the
+clocks the tensor cores need for the K tile's FLOPs. Each ``wgmma`` is 64 rows x ``mma_n``
+columns x 16 deep and reads its own A (64 x 16) and B (``mma_n`` x 16), so a B slice is read
+once per 64 rows of the tile. Where the sum reaches :data:`SMEM_BYTES_PER_CLOCK`, shared memory,
+not the tensor cores, sets the pace. A model: whether ``wgmma``'s operand reads share the banks'
+bandwidth is not documented; the measurements in ``NOTES.md`` are consistent with it.
 """
 
 from __future__ import annotations
@@ -48,6 +58,8 @@ BANK_BYTES = 4
 WAVEFRONT_BYTES = BANKS * BANK_BYTES  # 128
 CHUNK_BYTES = 16  # one ldmatrix row / one TMA and swizzle unit
 H100_SMS = 132  # H100 SXM and H200
+SMEM_BYTES_PER_CLOCK = WAVEFRONT_BYTES  # one wavefront per clock per SM
+TENSOR_FLOP_PER_CLOCK = 4096  # dense bf16 per SM and clock on Hopper: 989 TFLOP/s / (132 SMs x 1.83 GHz)
 ROW_MAJOR = "row-major"  # a first attempt's layout: plain rows, no swizzle, no interleave
 PATTERNS = ("core-matrix column", "row")
 
@@ -335,3 +347,36 @@ def compare_orders(
 ) -> Dict[str, L2Traffic]:
     """:func:`l2_traffic` of each order kind on one grid (``traffic``: sms, tile sizes, k)."""
     return {kind: l2_traffic(tile_order.order(kind, tiles_m, tiles_n, group), **traffic) for kind in kinds}
+
+
+# ---------------------------------------------------------------------------------------------
+# shared-memory traffic of the main loop
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SmemTraffic:
+    """One K tile of one CTA: bytes read by wgmma, bytes written by TMA, tensor-core clocks."""
+
+    wgmma_read: int
+    tma_write: int
+    clocks: float
+
+    @property
+    def bytes_per_clock(self) -> float:
+        return (self.wgmma_read + self.tma_write) / self.clocks
+
+
+def smem_traffic(tile_m: int, tile_n: int, mma_n: Optional[int] = None, tile_k: int = 64, elem_bytes: int = 2) -> SmemTraffic:
+    """Shared-memory traffic of a ``tile_m`` x ``tile_n`` tile's K tile at the tensor cores' rate.
+
+    ``mma_n`` is the wgmma's N (default ``tile_n``: one wgmma spans the tile's width).
+    """
+    mma_n = mma_n or tile_n
+    if tile_m % 64 or tile_n % mma_n or tile_k % 16:
+        raise ValueError("tile_m must be a multiple of 64, tile_n of mma_n, tile_k of 16")
+    wgmmas = (tile_m // 64) * (tile_n // mma_n) * (tile_k // 16)
+    read = wgmmas * (64 + mma_n) * 16 * elem_bytes
+    write = (tile_m + tile_n) * tile_k * elem_bytes
+    return SmemTraffic(read, write, 2 * tile_m * tile_n * tile_k / TENSOR_FLOP_PER_CLOCK)
+

@@ -1335,6 +1335,35 @@ def l2_panels(traffic: dict, title: str = "") -> Figure:
                              f"MiB of A, {t0.b_panel_bytes / 2**20:g} MiB of B; {t0.waves} waves.")
 
 
+def smem_traffic_bars(rows: dict, title: str = "Shared-memory traffic of the main loop at the tensor cores' rate") -> Figure:
+    """``rows = {label: gemm_course.sim.SmemTraffic}``: bytes per clock read by wgmma and written by
+    TMA, stacked, against the SM's shared-memory bandwidth."""
+    from . import sim
+
+    labels = list(rows)
+    fig = _new_figure(11.0, 3.8)
+    ax = fig.subplots()
+    y = np.arange(len(labels))
+    read = [rows[k].wgmma_read / rows[k].clocks for k in labels]
+    write = [rows[k].tma_write / rows[k].clocks for k in labels]
+    ax.barh(y, read, 0.6, label="wgmma reads A and B", color="#4c72b0")
+    bars = ax.barh(y, write, 0.6, left=read, label="TMA writes A and B", color="#dd8452")
+    ax.bar_label(bars, labels=[f"{r + w:.0f} B/clock" for r, w in zip(read, write)], fontsize=8, padding=3)
+    ax.axvline(sim.SMEM_BYTES_PER_CLOCK, color="black", linestyle="--", linewidth=1,
+               label=f"shared memory: {sim.SMEM_BYTES_PER_CLOCK} B/clock per SM")
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("bytes per clock per SM, with the tensor cores at full rate")
+    ax.margins(x=0.18)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(title, fontsize=11)
+    return _set_caption(fig, "gemm_course.sim.smem_traffic: one K tile (64 deep) of one CTA; every wgmma (64 rows x N x 16) "
+                             "reads its own A and B slices from shared memory, and TMA writes the tile's A and B once. "
+                             f"Clocks: the K tile's FLOPs at {sim.TENSOR_FLOP_PER_CLOCK} FLOP per clock per SM (dense bf16). "
+                             "A count, not a measurement.")
+
+
 def latest_sweep(records: Sequence[dict], step: str = "sm90/10") -> list:
     """The records of ``step`` (default config) in the newest results file whose name says ``sweep``
     (newest: the file holding the latest record date)."""
