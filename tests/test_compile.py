@@ -76,3 +76,19 @@ def test_sass_classes_are_readable():
     assert inspect.classify("LDTM.16dp256bit.x8") == "tensor memory"
     assert inspect.classify("SYNCS.EXCH.64") == "barrier/sync"
     assert inspect.classify("STG.E") == "global load/store"
+
+
+def test_timeline_tool_still_finds_its_points_in_step_8():
+    """scripts/gpu_timeline.py instruments a copy of step 8 by anchor lines; a kernel edit that
+    removes one must update the tool, not break it on the GPU machine."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "gpu_timeline.py")
+    spec = importlib.util.spec_from_file_location("gpu_timeline", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    source = open(os.path.join(os.path.dirname(ladder.get("sm90/8").load().__file__), "step08_persistent.py")).read()
+    instrumented = tool.instrument(source)
+    assert instrumented.count("self.stamp(mPartials, ") == len(tool.POINTS)
+    compile(instrumented, "step08_instrumented.py", "exec")  # still Python
