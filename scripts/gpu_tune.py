@@ -3,7 +3,8 @@
     python3 scripts/gpu_tune.py --shapes 4096 8192 --out OUT  sm90/9  sm90/10  "sm90/10:epi_stages=4"
 
 A variant is ``STEP[:FIELD=VALUE,...]``; ``PACKAGE@STEP`` takes the step's module from a sibling
-package of ``gemm_course.kernels.sm90`` (e.g. a copy of an older version kept for an A/B test).
+package of ``gemm_course.kernels.sm90`` (e.g. an older revision's kernels, copied by
+``scripts/ab_copy.py REV``, for an A/B test).
 Every variant is checked against float32 on the shape before timing. All variants and cuBLAS
 go through one ``bench.compare`` call per shape, so they share the GPU's clock and temperature.
 Prints a table of medians and ratios to cuBLAS; writes the raw per-launch times as JSON.
