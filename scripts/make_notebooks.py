@@ -2067,9 +2067,11 @@ consistent with it). Ping-pong consumers, the usual cure for an exposed epilogue
 What could still move the final step past cuBLAS:
 
 * **a tile that asks for less**: 192 x 256 over three consumer warpgroups needs 117 bytes per
-  clock, but its 128 accumulator registers per thread leave about 34 for everything else under a
-  three-warpgroup register split ((65536 - 128 x 24) / 384 = 162 per thread), and its 384-row
-  cluster-tiles do not divide M = 8192;
+  clock, but it does not compile with this toolchain: a kernel of four warpgroups starts with at
+  most 65536 / 512 = 128 registers per thread, ptxas compiles the consumers' wgmma against that
+  cap, and 128 fp32 accumulators per thread leave no room for anything else (`NOTES.md` has the
+  ptxas message). cuBLAS's 192 x 192 (96 accumulators) compiles, at this kernel's 128 bytes per
+  clock;
 * **a tile shape per problem**, as cuBLAS has (256 x 128, 320 x 128 or 192 x 192 by shape, per
   `scripts/cublas_kernels.py`; its 256 x 128 in column-major terms is this kernel's 128 x 256);
 * **fewer fixed microseconds per launch**: at $2048^3$ about 4 of the 24 us of a launch fall outside
