@@ -1670,8 +1670,8 @@ The scheduler is integer arithmetic per unit. Whatever does not depend on the cl
 out once per launch, on the host (`Gemm.schedule_constants`: the split, how many rounds of whole
 tiles each cluster gets), and the two divisions each cluster still makes use dividers prepared
 there (`cute.FastDivmodDivisorV2`: a multiply-high and shifts instead of a division loop). Before
-that, a timeline of the launch on the H200 showed the first TMA load leaving 0.9 us later than in
-step 7, waiting for integer divisions (`NOTES.md`). The hand-over adds global loads and stores
+that, a timeline of the launch on the H200 showed the first TMA load leaving well after step 7's,
+waiting for integer divisions (`NOTES.md`; `scripts/gpu_timeline.py` records one). The hand-over adds global loads and stores
 with acquire/release semantics; the PTX has them:
 """),
     code("""
@@ -1964,11 +1964,11 @@ The descent is a loop of integer operations per tile, and it shows in the instru
 producer warp runs it for the next unit right after issuing the current unit's loads (step 8's
 tile ring hands the result to the consumers), so it runs while earlier stages are still being
 consumed. A cluster's first tile is worked out between the arrive and the wait of the cluster's
-start-up barrier, which hides part of it. On the H200 at $4096^3$ (a 16 x 16 grid of
-cluster-tiles, five or six levels) the descent took 1.15 us when it halved lengths with `// 2`
-and tested them with `% 2`, whose signed forms cost the kernel sign fix-ups on every level, and
-0.83 us with `>> 1` and `& 1` on lengths that are never negative; the barrier takes about 0.3 us
-(`NOTES.md` has the timeline). A grid that fits in one wave
+start-up barrier, which hides part of it, and the rest delays the first load once per launch.
+The descent halves lengths with `>> 1` and tests them with `& 1`, not `// 2` and `% 2`: the
+lengths are never negative, and the signed forms cost the kernel sign fix-ups on every level
+(on a 16 x 16 grid, five or six levels); on the H200 that shortened the first tile's wait
+measurably (`NOTES.md` has the launch timeline, before and after). A grid that fits in one wave
 skips it and takes the row order, since the order cannot matter when every tile runs at once:
 """),
     code("""
@@ -2074,8 +2074,9 @@ What could still move the final step past cuBLAS:
   clock;
 * **a tile shape per problem**, as cuBLAS has (256 x 128, 320 x 128 or 192 x 192 by shape, per
   `scripts/cublas_kernels.py`; its 256 x 128 in column-major terms is this kernel's 128 x 256);
-* **fewer fixed microseconds per launch**: at $2048^3$ about 4 of the 24 us of a launch fall outside
-  the main loop (start-up, first loads, the final stores; `NOTES.md` has the timeline).
+* **fewer fixed microseconds per launch**: at $2048^3$, one wave of one tile per cluster, start-up,
+  the first loads and the final stores are a sizeable share of a launch (`NOTES.md` has the launch
+  timeline; `scripts/gpu_timeline.py` measures it on your GPU).
 
 ## Try it yourself
 
