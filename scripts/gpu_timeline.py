@@ -8,14 +8,15 @@ a write of ``%globaltimer_lo`` by one thread per CTA (thread 0: the producer war
 the first consumer thread, "C") into the stream-K workspace, which the probed launches do not
 otherwise need... except on split tails: pick shapes whose tail is not split (or ignore the
 partial sums' results, which the timeline never checks). Prints the median over CTAs and launches
-of each point, in microseconds from the first CTA's entry, and writes them as JSON under --out.
-The workspace is zeroed before each timed launch, so L2 starts cold: compare points, not events.
-If step 8's code no longer contains an anchor line, the script stops and says which.
+of each point, in microseconds from the first CTA's entry, and writes them as records of kind
+``timeline`` (``bench.write_records``: ``results/<gpu>/<date>_timeline.json``, or under --out),
+which ``viz.launch_timeline`` draws. The workspace is zeroed before each timed launch, so L2
+starts cold: compare points, not events. If step 8's code no longer contains an anchor line, the
+script stops and says which.
 """
 
 import argparse
 import dataclasses
-import json
 import os
 import shutil
 import statistics
@@ -142,10 +143,20 @@ def timeline(step_key, fields, problem, a, b, c, launches):
         last_exit.append(int(((stamps[live, 15] - base) & 0xFFFFFFFF).max()) / 1000)
     names = {k: name for k, name, *_ in POINTS}
     return {
+        "config": dataclasses.asdict(config),
+        "launches": launches,
         "event_us": statistics.median(events),
         "last_exit_us": statistics.median(last_exit),
         "points_us": {names[k]: round(statistics.median(v), 3) for k, v in points.items() if v},
     }
+
+
+def to_record(row: dict, env: dict, command: str, date: str) -> dict:
+    """A measured row as a results record (``kind: timeline``), with the run's provenance."""
+    m, n, k = row["shape"]
+    return {**env, "kind": "timeline", "schema": 1, "date": date, "command": command, "step": row["step"],
+            "shape": {"m": m, "n": n, "k": k}, "title": "launch timeline (medians over CTAs and launches, us)",
+            **{key: row[key] for key in ("config", "launches", "event_us", "last_exit_us", "points_us")}}
 
 
 def main(argv=None):
@@ -158,26 +169,27 @@ def main(argv=None):
     args = p.parse_args(argv)
     target = build_package()
     try:
+        import datetime
+
         from gemm_course import bench
         from gemm_course.cli import _shapes
         from gemm_course.problem import GemmProblem, make_inputs
 
-        rows = []
+        env = bench.environment()
+        command = " ".join(["python3", "scripts/gpu_timeline.py"] + (argv if argv is not None else sys.argv[1:]))
+        date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        records = []
         for m, n, k in _shapes(args.shapes):
             problem = GemmProblem(m, n, k)
             a, b, c = make_inputs(problem, "cuda", 0)
             for spec in args.steps:
                 key, _, fields = spec.partition(":")
-                row = {"shape": problem.label, "step": spec,
+                row = {"shape": (m, n, k), "step": spec,
                        **timeline(key, fields.split(",") if fields else [], problem, a, b, c, args.launches)}
-                rows.append(row)
+                records.append(to_record(row, env, command, date))
                 print(f"{problem.label:>16} {spec:<20} event {row['event_us']:8.2f} us   last exit {row['last_exit_us']:8.2f} us")
                 print("    " + "  ".join(f"{name}={t:.2f}" for name, t in row["points_us"].items()))
-        if args.out:
-            os.makedirs(args.out, exist_ok=True)
-            with open(os.path.join(args.out, "timeline.json"), "w") as f:
-                json.dump({"env": bench.environment(), "command": " ".join(["python3", "scripts/gpu_timeline.py"] + (argv or sys.argv[1:])),
-                           "rows": rows}, f, indent=1)
+        print("wrote", bench.write_records(records, "timeline", args.out))
     finally:
         if not args.keep:
             shutil.rmtree(target, ignore_errors=True)

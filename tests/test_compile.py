@@ -92,3 +92,12 @@ def test_timeline_tool_still_finds_its_points_in_step_8():
     instrumented = tool.instrument(source)
     assert instrumented.count("self.stamp(mPartials, ") == len(tool.POINTS)
     compile(instrumented, "step08_instrumented.py", "exec")  # still Python
+    row = {"shape": (2048, 2048, 2048), "step": "sm90/10", "config": {}, "launches": 3, "event_us": 27.0,
+           "last_exit_us": 24.4, "points_us": {name: 1.0 for _, name, *_ in tool.POINTS}}
+    record = tool.to_record(row, {"gpu": "NVIDIA H200"}, "python3 scripts/gpu_timeline.py", "2026-11-30T00:00:00+00:00")
+    assert record["kind"] == "timeline" and record["shape"] == {"m": 2048, "n": 2048, "k": 2048}
+    from gemm_course import viz
+
+    assert {label for label, *_ in viz.TIMELINE_PHASES} and all(
+        point is None or point in record["points_us"] for _, *ends in viz.TIMELINE_PHASES for point in ends
+    )  # the figure's phases name the tool's points

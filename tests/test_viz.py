@@ -386,3 +386,25 @@ def test_smem_traffic_bars_draw_each_tile_against_the_bandwidth():
     assert totals == [128, 160]
     assert [line.get_xdata()[0] for line in ax.lines] == [sim.SMEM_BYTES_PER_CLOCK]
     assert "smem_traffic" in fig.caption
+
+
+def _timeline_record(step, size, scale):
+    names = ["entry", "smem + arrive", "plan", "num_units", "first tile", "cluster wait", "P setmaxreg",
+             "P unit 0 published", "P unit 0 loads issued", "C setup", "C first stage full", "C unit 0 main loop done",
+             "C last epilogue issued", "C stores drained", "exit"]
+    times = [0.1, 0.3, 0.4, 0.45, 0.5, 0.5, 0.55, 0.7, 20.0, 0.55, 1.9, 22.0, 22.8, 24.0, 24.1]
+    return {"kind": "timeline", "step": step, "shape": {"m": size, "n": size, "k": size}, "gpu": "NVIDIA H200",
+            "date": "2026-11-30T00:00:00+00:00", "last_exit_us": 24.4 * scale,
+            "points_us": {n: t * scale for n, t in zip(names, times)}}
+
+
+def test_launch_timeline_cuts_each_bar_at_the_recorded_points():
+    records = [_timeline_record("sm90/8", 2048, 1.0), _timeline_record("sm90/10", 2048, 1.1),
+               _timeline_record("sm90/10", 4096, 7.0)]
+    fig = viz.launch_timeline(records)
+    assert len(fig.axes) == 2  # one panel per shape
+    first = fig.axes[0]
+    widths = [round(p.get_width(), 3) for p in first.patches][:6]
+    assert widths == [0.5, 1.4, 20.9, 1.2, 0.1, 0.3]  # start-up .. exit, then the slowest CTA's extra
+    assert [t.get_text() for t in first.texts][:2] == ["86%", "  24.4 us"]
+    assert "gpu_timeline" in fig.caption

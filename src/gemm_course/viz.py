@@ -1364,6 +1364,51 @@ def smem_traffic_bars(rows: dict, title: str = "Shared-memory traffic of the mai
                              "A count, not a measurement.")
 
 
+TIMELINE_PHASES = (  # (label, from point, to point) of a `scripts/gpu_timeline.py` record; None: the first entry
+    ("start-up", None, "cluster wait"),
+    ("first loads", "cluster wait", "C first stage full"),
+    ("main loops + epilogues", "C first stage full", "C last epilogue issued"),
+    ("final stores", "C last epilogue issued", "C stores drained"),
+    ("exit", "C stores drained", "exit"),
+)
+_PHASE_COLORS = ("#8c8c8c", "#dd8452", "#4c72b0", "#55a868", "#c44e52")
+
+
+def launch_timeline(records: Sequence[dict], title: str = "Where a persistent launch's microseconds go") -> Figure:
+    """Records of kind ``timeline`` (``scripts/gpu_timeline.py``): one bar per step and shape, cut at
+    the median CTA's points, plus the slowest CTA's extra time to exit; one panel per shape."""
+    shapes = sorted({(r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) for r in records}, key=lambda s: s[0] * s[1] * s[2])
+    fig = _new_figure(10.5, 1.2 + 0.55 * len(records) + 0.5 * len(shapes))
+    axes = fig.subplots(len(shapes), 1, squeeze=False)[:, 0]
+    for ax, shape in zip(axes, shapes):
+        rows = [r for r in records if (r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) == shape]
+        for y, r in enumerate(rows):
+            points = r["points_us"]
+            for (label, start, end), color in zip(TIMELINE_PHASES, _PHASE_COLORS):
+                t0, t1 = (points[start] if start else 0.0), points[end]
+                ax.barh(y, t1 - t0, left=t0, height=0.6, color=color, label=label if y == 0 else None)
+                if label.startswith("main"):
+                    ax.text((t0 + t1) / 2, y, f"{(t1 - t0) / r['last_exit_us']:.0%}", ha="center", va="center",
+                            fontsize=8, color="white")
+            ax.barh(y, r["last_exit_us"] - points["exit"], left=points["exit"], height=0.6, color="white",
+                    edgecolor="#333333", hatch="///", label="slowest CTA's extra" if y == 0 else None)
+            ax.text(r["last_exit_us"], y, f"  {r['last_exit_us']:.1f} us", va="center", fontsize=8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([r["step"] for r in rows], fontsize=9)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(r["last_exit_us"] for r in rows) * 1.12)
+        ax.set_title(f"{shape[0]}x{shape[1]}x{shape[2]}", fontsize=10, loc="left")
+        ax.set_xlabel("us from the first CTA's entry", fontsize=8)
+    axes[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(title, fontsize=11)
+    first = records[0]
+    return _set_caption(fig, f"scripts/gpu_timeline.py on {first.get('gpu')}, {first.get('date', '')[:10]}: one thread "
+                             "per CTA writes %globaltimer at fixed points of an instrumented copy of step 8's kernel; "
+                             "bars cut at the median CTA's points (medians over CTAs and launches), the percentage is "
+                             "the main loops' share of the launch. The workspace is zeroed before each launch, so the "
+                             "first loads find L2 cold.")
+
+
 def latest_sweep(records: Sequence[dict], step: str = "sm90/10") -> list:
     """The records of ``step`` (default config) in the newest results file whose name says ``sweep``
     (newest: the file holding the latest record date)."""
