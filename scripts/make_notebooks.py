@@ -1690,6 +1690,23 @@ The docstring predicted a few percent at most: $4096^3$ is about four waves eith
 already hid half of the fills.
 """),
     md("""
+### Where a launch's microseconds go
+
+A persistent launch pays some costs once: setting up barriers, working out the schedule, the
+first loads' latency, and at the end the last tiles' stores. `scripts/gpu_timeline.py` measures
+them: it instruments a throw-away copy of this kernel so that one thread per CTA writes the GPU's
+nanosecond timer at fixed points, and records the medians. The newest recorded timeline:
+"""),
+    code("""
+timelines = bench.load_records(kind="timeline")
+if timelines:
+    newest = max(r["_file"] for r in timelines)
+    viz.launch_timeline([r for r in timelines if r["_file"] == newest])
+else:
+    print("No launch timeline recorded yet. On a Hopper GPU: "
+          "python3 scripts/gpu_timeline.py --steps sm90/8 sm90/10 --shapes 2048 4096")
+"""),
+    md("""
 ## Try it yourself
 
 1. At $8192^3$, how many cluster-tiles does cluster 0 compute?
