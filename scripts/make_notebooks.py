@@ -1443,6 +1443,12 @@ What the model saves per extra tile is one pipeline fill (the first load's laten
 epilogue, hidden under the next tile's loads. Against a 64-deep K loop that is a few percent, the
 size the docstring predicted.
 
+The tensor cores still wait while the epilogue runs: step 7 hides it under the next tile's
+*loads*, not under its math. Hiding it under math needs the epilogue's registers free while the
+next tile accumulates, the classic answer being two consumer warpgroups on different tiles taking
+turns (*ping-pong*), and it needs shared-memory bandwidth that this tile shape does not have to
+spare: chapter 10 counts it, and `NOTES.md` has the variants measured on the H200.
+
 ## 4. Compile and inspect for `sm_90a`
 
 The same resources as step 6; a few more integer instructions for the tile index.
