@@ -1707,7 +1707,7 @@ nanosecond timer at fixed points, and records the medians. The newest recorded t
 timelines = bench.load_records(kind="timeline")
 if timelines:
     newest = max(r["_file"] for r in timelines)
-    viz.launch_timeline([r for r in timelines if r["_file"] == newest])
+    display(viz.launch_timeline([r for r in timelines if r["_file"] == newest]))
 else:
     print("No launch timeline recorded yet. On a Hopper GPU: "
           "python3 scripts/gpu_timeline.py --steps sm90/8 sm90/10 --shapes 2048 4096")
