@@ -5,9 +5,10 @@
 A development tool, not part of the course. It copies ``gemm_course/kernels/sm90`` to a sibling
 package ``sm90_timeline`` (removed afterwards) and inserts, at the points named in ``POINTS``,
 a write of ``%globaltimer_lo`` by one thread per CTA (thread 0: the producer warp, "P"; thread 128:
-the first consumer thread, "C") into the stream-K workspace, which the probed launches do not
-otherwise need... except on split tails: pick shapes whose tail is not split (or ignore the
-partial sums' results, which the timeline never checks). Prints the median over CTAs and launches
+the first consumer thread, "C") into the stream-K workspace. Launches whose tail is not split never
+use that workspace otherwise; with a split tail the stamps overwrite part of one partial sum, so
+such a launch's output is wrong (the timeline never checks it) and its hand-over timing slightly
+off: prefer shapes whose tail stays whole, such as 2048^3 and 4096^3. Prints the median over CTAs and launches
 of each point, in microseconds from the first CTA's entry, and writes them as records of kind
 ``timeline`` (``bench.write_records``: ``results/<gpu>/<date>_timeline.json``, or under --out),
 which ``viz.launch_timeline`` draws. The workspace is zeroed before each timed launch, so L2
