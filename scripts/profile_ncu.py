@@ -10,6 +10,7 @@ import torch
 
 from gemm_course import run
 from gemm_course.problem import GemmProblem, make_inputs
+from gpu_tune import variant  # STEP[:FIELD=VALUE,...]
 
 parser = argparse.ArgumentParser()
 parser.add_argument("steps", nargs="+")
@@ -19,7 +20,7 @@ args = parser.parse_args()
 
 problem = GemmProblem.parse(args.size)
 a, b, c = make_inputs(problem, "cuda", seed=0)
-launchers = [run.prepare(s, a, b, c) for s in args.steps]
+launchers = [run.prepare(step, a, b, c, config) for step, config in map(variant, args.steps)]
 c_ref = torch.empty_like(c)
 for _ in range(args.launches):
     for launch in launchers:

@@ -408,3 +408,25 @@ def test_launch_timeline_cuts_each_bar_at_the_recorded_points():
     assert widths == [0.5, 1.4, 20.9, 1.2, 0.1, 0.3]  # start-up .. exit, then the slowest CTA's extra
     assert [t.get_text() for t in first.texts][:2] == ["86%", "  24.4 us"]
     assert "gpu_timeline" in fig.caption
+
+
+def _clocks_record(step, size, tflops, mhz, watts, file="run1"):
+    flop_per_clock = tflops * 1e12 / (mhz * 1e6) / 132
+    return {"kind": "clocks", "step": step, "shape": {"m": size, "n": size, "k": size}, "gpu": "NVIDIA H200",
+            "date": "2026-11-30T00:00:00+00:00", "_file": file, "tflops": tflops, "sm_mhz": mhz, "power_w": watts,
+            "flop_per_sm_clock": flop_per_clock}
+
+
+def test_power_limit_split_factors_the_ratio_into_clock_and_work_per_clock():
+    records = [_clocks_record("sm90/10", 4096, 650.0, 1470.0, 690.0), _clocks_record("cublas", 4096, 660.0, 1500.0, 690.0),
+               _clocks_record("sm90/10", 4096, 652.0, 1470.0, 690.0),
+               _clocks_record("sm90/10", 4096, 700.0, 1600.0, 600.0, file="run2")]  # no cuBLAS in run2: left out
+    rows = viz.power_limit_split(records)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["step_values"]["tflops"] == pytest.approx(651.0)  # the step's two runs averaged
+    assert row["ratio"] == pytest.approx(651.0 / 660.0)
+    assert row["clock_ratio"] == pytest.approx(1470.0 / 1500.0)
+    assert row["clock_ratio"] * row["per_clock_ratio"] == pytest.approx(row["ratio"])
+    fig = viz.power_limit_bars(records)
+    assert len(fig.axes[0].patches) == 3 and "gpu_clocks" in fig.caption

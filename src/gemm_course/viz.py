@@ -1409,6 +1409,60 @@ def launch_timeline(records: Sequence[dict], title: str = "Where a persistent la
                              "first loads find L2 cold.")
 
 
+def power_limit_split(records: Sequence[dict]) -> list:
+    """Records of kind ``clocks`` (``scripts/gpu_clocks.py``) as rows, one per shape and step: mean
+    TFLOP/s, SM clock, board power and FLOP per clock per SM over the step's runs, with cuBLAS's
+    from the same run, and the ratio split into a clock part and a per-clock part."""
+    rows = []
+    for file in dict.fromkeys(r.get("_file") for r in records):
+        run = [r for r in records if r.get("_file") == file]
+        for shape in dict.fromkeys((r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) for r in run):
+            here = [r for r in run if (r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) == shape]
+            cublas = [r for r in here if r["step"] == "cublas"]
+            if not cublas:
+                continue
+            for step in dict.fromkeys(r["step"] for r in here if r["step"] != "cublas"):
+                mine = [r for r in here if r["step"] == step]
+                mean = {key: float(np.mean([r[key] for r in mine])) for key in ("tflops", "sm_mhz", "power_w", "flop_per_sm_clock")}
+                base = {key: float(np.mean([r[key] for r in cublas])) for key in mean}
+                rows.append({"shape": "x".join(map(str, shape)), "step": step, "file": file, "gpu": mine[0].get("gpu"),
+                             "date": mine[0].get("date", "")[:10], "step_values": mean, "cublas_values": base,
+                             "ratio": mean["tflops"] / base["tflops"], "clock_ratio": mean["sm_mhz"] / base["sm_mhz"],
+                             "per_clock_ratio": mean["flop_per_sm_clock"] / base["flop_per_sm_clock"]})
+    return rows
+
+
+def power_limit_bars(records: Sequence[dict], title: str = "At the power limit: throughput = clock x work per clock") -> Figure:
+    """Records of kind ``clocks``: per shape, the step's TFLOP/s, SM clock and work per clock as
+    ratios to cuBLAS's in the same run, with both kernels' board power in the labels."""
+    rows = power_limit_split(records)
+    fig = _new_figure(11.0, 1.6 + 0.5 * len(rows))
+    ax = fig.subplots()
+    y = np.arange(len(rows))
+    h = 0.26
+    for i, (key, label, color) in enumerate((("ratio", "TFLOP/s", _MEASURED), ("clock_ratio", "SM clock", "#dd8452"),
+                                             ("per_clock_ratio", "work per clock", "#55a868"))):
+        ax.barh(y + (i - 1) * h, [r[key] - 1.0 for r in rows], h, left=1.0, color=color, label=label)
+    span = max([abs(r[k] - 1.0) for r in rows for k in ("ratio", "clock_ratio", "per_clock_ratio")] + [0.02])
+    for yi, r in zip(y, rows):
+        s, c = r["step_values"], r["cublas_values"]
+        ax.text(1.0 - 1.35 * span, yi + 0.45, f"{s['tflops']:.0f} vs {c['tflops']:.0f} TFLOP/s, {s['sm_mhz']:.0f} vs "
+                f"{c['sm_mhz']:.0f} MHz, {s['power_w']:.0f} vs {c['power_w']:.0f} W", fontsize=7, va="bottom", color="#333333")
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks(y)
+    ax.set_yticklabels([f"{r['shape']}\n{r['step']}" for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(1.0 - 1.4 * span, 1.0 + 1.4 * span)
+    ax.set_xlabel("step / cuBLAS (1.0 = level)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(title, fontsize=11)
+    first = rows[0] if rows else {}
+    return _set_caption(fig, f"scripts/gpu_clocks.py on {first.get('gpu')}, {first.get('date', '')}: each kernel runs back to "
+                             "back for a few seconds after a warm-up while nvidia-smi samples the SM clock and the board power "
+                             "every 50 ms (medians); the step runs before and after cuBLAS and its two runs are averaged. "
+                             "Work per clock = FLOP per SM clock. Labels: step vs cuBLAS.")
+
+
 def latest_sweep(records: Sequence[dict], step: str = "sm90/10") -> list:
     """The records of ``step`` (default config) in the newest results file whose name says ``sweep``
     (newest: the file holding the latest record date)."""
