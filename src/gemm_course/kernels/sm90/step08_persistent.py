@@ -284,7 +284,8 @@ class Gemm(parent.Gemm):
         num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
         plan = self.make_plan(constants)
         num_units = self.num_units(plan)
-        next_m, next_n, _ = self.tile_coord(self.work_unit(0, plan, num_k_tiles)[0], mC)
+        first_index, next_begin, next_end = self.work_unit(0, plan, num_k_tiles)
+        next_m, next_n, _ = self.tile_coord(first_index, mC)
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
 
         if warpgroup_idx == 0:
@@ -293,14 +294,15 @@ class Gemm(parent.Gemm):
             if warp_idx == 0:
                 load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 for u in cutlass.range(num_units, unroll=1):
-                    _, k_begin, k_end = self.work_unit(u, plan, num_k_tiles)
+                    k_begin, k_end = next_begin, next_end  # worked out one unit ahead, each unit once
                     tile_coord = (next_m, next_n, None)
                     self.publish_tile(u, tile_coord, storage)
                     load_state = self.produce_tile(
                         mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end
                     )
                     if u + 1 < num_units:  # the next unit's tile, while this unit's last loads are in flight
-                        next_m, next_n, _ = self.tile_coord(self.work_unit(u + 1, plan, num_k_tiles)[0], mC)
+                        next_index, next_begin, next_end = self.work_unit(u + 1, plan, num_k_tiles)
+                        next_m, next_n, _ = self.tile_coord(next_index, mC)
                 mainloop_pipeline.producer_tail(load_state)
         else:
             # consumer warpgroups: wgmma over the unit's K tiles, then hand over or finish the tile
