@@ -2098,8 +2098,66 @@ What could still move the final step past cuBLAS:
 * **a tile shape per problem**, as cuBLAS has (256 x 128, 320 x 128 or 192 x 192 by shape, per
   `scripts/cublas_kernels.py`; its 256 x 128 in column-major terms is this kernel's 128 x 256);
 * **fewer fixed microseconds per launch**: at $2048^3$, one wave of one tile per cluster, start-up,
-  the first loads and the final stores are a sizeable share of a launch (`NOTES.md` has the launch
-  timeline; `scripts/gpu_timeline.py` measures it on your GPU).
+  the first loads and the final stores are a sizeable share of a launch (chapter 8 draws the
+  launch timeline; `scripts/gpu_timeline.py` measures it on your GPU);
+* **less energy per FLOP**, which the next section shows is what a large GEMM on this GPU is
+  really limited by.
+
+## 7. At the power limit
+
+A long GEMM on the H200 runs at the board's power limit: the SM clock is not the datasheet's
+boost clock but whatever the limit leaves. Throughput is then *work per clock* times *clock*, and
+the clock falls as the energy per clock rises. `scripts/gpu_clocks.py` separates the two: it runs
+each kernel back to back for a few seconds (after a warm-up of the same length) while
+`nvidia-smi` samples the SM clock and the board power, and records the medians (records of kind
+`clocks`; the step runs before and after cuBLAS, and its two runs are averaged):
+"""),
+    code("""
+clock_records = bench.load_records(kind="clocks")
+split = viz.power_limit_split(clock_records)
+for r in split:
+    s, c = r["step_values"], r["cublas_values"]
+    print(f"{r['shape']:>17} {r['step']:<8} {r['ratio']:.3f} of cuBLAS = clock {r['clock_ratio']:.3f} x work per clock "
+          f"{r['per_clock_ratio']:.3f}   ({s['sm_mhz']:.0f} vs {c['sm_mhz']:.0f} MHz at {s['power_w']:.0f} vs {c['power_w']:.0f} W)")
+if split:
+    display(viz.power_limit_bars(clock_records))
+else:
+    print("No clock records yet. On a Hopper GPU: python3 scripts/gpu_clocks.py sm90/10 --shapes 4096 8192")
+"""),
+    md("""
+Read the bars in pairs. Where the green bar (work per clock) is above 1 and the orange one (clock)
+below, this kernel does more per clock than cuBLAS but spends more energy per clock doing it, and
+the power limit takes the difference back through the clock: the blue bar (what you measure)
+lands near 1 either way. A stall is cheap at the power limit, since a stalled SM draws less and
+the others clock up; energy per FLOP is not. The tile order is one place it shows, since data
+that has to come from DRAM again costs energy. Same run, same shapes, the three persistent steps:
+"""),
+    code("""
+by_order = [r for r in split if r["step"] in ("sm90/8", "sm90/9", "sm90/10")]
+files = {r["file"] for r in by_order if r["step"] == "sm90/8"}
+for r in (r for r in by_order if r["file"] in files):
+    s = r["step_values"]
+    print(f"{r['shape']:>17} {r['step']:<8} {s['tflops']:6.1f} TFLOP/s at {s['sm_mhz']:.0f} MHz, {s['power_w']:.0f} W: "
+          f"{s['power_w'] / s['tflops']:.3f} J per TFLOP")
+for file in files:
+    for shape in dict.fromkeys(r["shape"] for r in by_order if r["file"] == file):
+        j = {r["step"]: r["step_values"]["power_w"] / r["step_values"]["tflops"] for r in by_order
+             if r["file"] == file and r["shape"] == shape}
+        if "sm90/10" in j:
+            print(f"{shape}: the row raster (step 8) spent {j['sm90/8'] / j['sm90/10'] - 1:+.1%} energy per TFLOP "
+                  "against the Gilbert order (step 10)")
+if not files:
+    print("No run with steps 8-10 side by side yet: python3 scripts/gpu_clocks.py sm90/8 sm90/9 sm90/10 --shapes 8192")
+"""),
+    md("""
+The row raster of step 8 streams many more panels from DRAM than the grouped and Gilbert orders
+(section 3's model) and pays for it in joules per TFLOP, that is, in clock. Making traffic
+smaller helps only while it costs energy, though: `NOTES.md` records a wave barrier that kept
+every wave's tiles in step and cut this kernel's DRAM reads sharply at 8192x14336x28672 in a
+profile, yet measured no faster: the waiting it added cost as much as the traffic it saved. Past
+that point the two kernels converge, both spending about the same energy per FLOP on the tensor
+cores themselves: compare the sustained ratios above with how far the per-launch sweep of
+section 5 moves from run to run.
 
 ## Try it yourself
 
@@ -2129,6 +2187,9 @@ if sweep:
   tune; the kernel computes its tile by a loop-only descent that traces in CuTeDSL.
 * The L2 panel model ranks it with a good grouped raster, without a knob; whether the
   measurements tell steps 9 and 10 apart beyond their spread, the generated verdict says.
+* At the power limit, throughput is work per clock times clock, and the clock is set by energy
+  per FLOP: a kernel that does more per clock runs at a lower clock, and an order that streams
+  less from DRAM runs at a higher one (section 7's records).
 * The final step is at cuBLAS's level across square and LLM shapes; what separates them has
   named causes (the tail wave where a split does not pay, a launch's fixed microseconds, a main
   loop at the shared-memory limit) and candidates that a count can rank before any code is
