@@ -25,10 +25,10 @@ import sys
 
 import torch
 
-from gemm_course import bench, run
+from gemm_course import bench
 from gemm_course.cli import _shapes
-from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
-from gpu_tune import variant
+from gemm_course.problem import GemmProblem, make_inputs
+from gpu_tune import checked_launches, variant
 
 
 def sampled_run(fn, seconds: float) -> dict:
@@ -70,17 +70,7 @@ def main(argv=None):
     for m, n, k in _shapes(args.shapes):
         problem = GemmProblem(m, n, k)
         a, b, c = make_inputs(problem, "cuda", 0)
-        ref = reference(a, b)
-        launches = []
-        for spec, (step, config) in variants.items():
-            out = torch.full_like(c, float("nan"))
-            launch = run.prepare(step, a, b, out, config)
-            launch()
-            torch.cuda.synchronize()
-            err = relative_error(out, ref)
-            if not err < run.TOLERANCE:
-                raise SystemExit(f"{spec} is wrong on {problem.label}: relative error {err:.3g}")
-            launches.append((spec, launch))
+        launches = list(checked_launches(variants, problem, a, b, c).items())
         c_ref = torch.empty_like(c)
         providers = launches + [("cublas", lambda: torch.mm(a, b.t(), out=c_ref))] + launches[::-1]
         for name, fn in providers:

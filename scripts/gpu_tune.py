@@ -33,6 +33,22 @@ def variant(spec: str):
     return step, _parse_config(step, fields.split(",") if fields else [])
 
 
+def checked_launches(variants: dict, problem, a, b, c) -> dict:
+    """{spec: launcher} for each variant on these operands, each checked against float32 first."""
+    ref = reference(a, b)
+    launches = {}
+    for spec, (step, config) in variants.items():
+        out = torch.full_like(c, float("nan"))
+        launch = run.prepare(step, a, b, out, config)
+        launch()
+        torch.cuda.synchronize()
+        err = relative_error(out, ref)
+        if not err < run.TOLERANCE:
+            sys.exit(f"{spec} is wrong on {problem.label}: relative error {err:.3g}")
+        launches[spec] = launch
+    return launches
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("variants", nargs="+")
@@ -46,17 +62,7 @@ def main(argv=None):
     for m, n, k in _shapes(args.shapes):
         problem = GemmProblem(m, n, k)
         a, b, c = make_inputs(problem, "cuda", 0)
-        ref = reference(a, b)
-        providers = {}
-        for spec, (step, config) in variants.items():
-            out = torch.full_like(c, float("nan"))
-            launch = run.prepare(step, a, b, out, config)
-            launch()
-            torch.cuda.synchronize()
-            err = relative_error(out, ref)
-            if not err < run.TOLERANCE:
-                sys.exit(f"{spec} is wrong on {problem.label}: relative error {err:.3g}")
-            providers[spec] = launch
+        providers = checked_launches(variants, problem, a, b, c)
         c_ref = torch.empty_like(c)
         providers["cublas"] = lambda: torch.mm(a, b.t(), out=c_ref)
         timed = bench.compare(providers, repeats=args.repeats, rounds=args.rounds)
