@@ -2160,12 +2160,15 @@ for file in files:
         if "sm90/10" in j:
             print(f"{shape}: the row raster (step 8) spent {j['sm90/8'] / j['sm90/10'] - 1:+.1%} energy per TFLOP "
                   "against the Gilbert order (step 10)")
-if not files:
+if files:
+    display(viz.order_energy([r for r in clock_records if r["_file"] in files]))
+else:
     print("No run with steps 8-10 side by side yet: python3 scripts/gpu_clocks.py sm90/8 sm90/9 sm90/10 --shapes 8192")
 """),
     md("""
 The row raster of step 8 streams many more panels from DRAM than the grouped and Gilbert orders
-(section 3's model) and pays for it in joules per TFLOP, that is, in clock. Making traffic
+(section 3's model, on the x axis) and pays for it in joules per TFLOP, that is, in clock; the
+grouped and Gilbert orders, whose modelled traffic is close, sit close together. Making traffic
 smaller helps only while it costs energy, though: `NOTES.md` records a wave barrier that kept
 every wave's tiles in step and cut this kernel's DRAM reads sharply at 8192x14336x28672 in a
 profile, yet measured no faster: the waiting it added cost as much as the traffic it saved. Past

@@ -430,3 +430,16 @@ def test_power_limit_split_factors_the_ratio_into_clock_and_work_per_clock():
     assert row["clock_ratio"] * row["per_clock_ratio"] == pytest.approx(row["ratio"])
     fig = viz.power_limit_bars(records)
     assert len(fig.axes[0].patches) == 3 and "gpu_clocks" in fig.caption
+
+
+def test_order_energy_points_pair_each_steps_order_with_its_joules():
+    cfg = {"tile_m": 128, "tile_n": 256, "cluster_m": 2, "cluster_n": 1, "group": 8}
+    records = [dict(_clocks_record(step, 8192, tflops, 1400.0, 690.0), config=cfg, sm_count=132)
+               for step, tflops in (("sm90/8", 660.0), ("sm90/9", 690.0), ("sm90/10", 688.0), ("cublas", 670.0))]
+    points = {p["step"]: p for p in viz.order_energy_points(records)}
+    assert set(points) == {"sm90/8", "sm90/9", "sm90/10"}  # cuBLAS has no order of its own
+    assert points["sm90/8"]["joule_per_tflop"] == pytest.approx(690.0 / 660.0)
+    # the row raster's waves span whole rows of the 32 x 32 cluster-tile grid: more panels than either blocked order
+    assert points["sm90/8"]["model_gb"] > points["sm90/10"]["model_gb"] > points["sm90/9"]["model_gb"]
+    fig = viz.order_energy(records)
+    assert "gpu_clocks" in fig.caption and "l2_traffic" in fig.caption

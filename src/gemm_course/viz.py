@@ -1463,6 +1463,63 @@ def power_limit_bars(records: Sequence[dict], title: str = "At the power limit: 
                              "Work per clock = FLOP per SM clock. Labels: step vs cuBLAS.")
 
 
+STEP_ORDERS = {"sm90/8": "row", "sm90/9": "grouped", "sm90/10": "gilbert"}  # each persistent step's tile order
+
+
+def order_energy_points(records: Sequence[dict]) -> list:
+    """Records of kind ``clocks`` of the persistent steps 8-10, as points: the panel model's DRAM
+    bytes for the step's own order (cluster-tiles in waves of the grid's clusters,
+    ``sim.l2_traffic``) against the measured joules per TFLOP, averaged over the step's runs."""
+    from . import sim, tile_order
+
+    points = []
+    for file in dict.fromkeys(r.get("_file") for r in records):
+        run = [r for r in records if r.get("_file") == file and r["step"] in STEP_ORDERS]
+        for key in dict.fromkeys((r["step"], r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) for r in run):
+            step, m, n, k = key
+            mine = [r for r in run if (r["step"], r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) == key]
+            cfg = mine[0].get("config") or {}
+            bm, bn = cfg.get("tile_m", 128) * cfg.get("cluster_m", 2), cfg.get("tile_n", 256) * cfg.get("cluster_n", 1)
+            clusters = mine[0].get("sm_count", sim.H100_SMS) // (cfg.get("cluster_m", 2) * cfg.get("cluster_n", 1))
+            order = tile_order.order(STEP_ORDERS[step], -(-m // bm), -(-n // bn), cfg.get("group", 8))
+            traffic = sim.l2_traffic(order, sms=clusters, tile_m=bm, tile_n=bn, k=k)
+            joules = float(np.mean([r["power_w"] / r["tflops"] for r in mine]))
+            points.append({"file": file, "shape": f"{m}x{n}x{k}", "step": step, "model_gb": traffic.bytes / 1e9,
+                           "joule_per_tflop": joules, "gpu": mine[0].get("gpu"), "date": mine[0].get("date", "")[:10]})
+    return points
+
+
+def order_energy(records: Sequence[dict], title: str = "The tile order's DRAM traffic, paid in energy") -> Figure:
+    """Per shape, steps 8-10 (row, grouped, Gilbert order) as points: modelled DRAM bytes against
+    measured joules per TFLOP at the power limit (records of kind ``clocks``)."""
+    points = order_energy_points(records)
+    fig = _new_figure(8.5, 4.2)
+    ax = fig.subplots()
+    markers = {"sm90/8": "s", "sm90/9": "^", "sm90/10": "o"}
+    for (file, shape), color in zip(dict.fromkeys((p["file"], p["shape"]) for p in points), ("#4c72b0", "#dd8452", "#55a868", "#c44e52")):
+        pts = sorted((p for p in points if (p["file"], p["shape"]) == (file, shape)), key=lambda p: p["model_gb"])
+        ax.plot([p["model_gb"] for p in pts], [p["joule_per_tflop"] for p in pts], color=color, linewidth=1, label=shape)
+        for p in pts:
+            ax.plot(p["model_gb"], p["joule_per_tflop"], markers[p["step"]], color=color, markersize=7)
+            ax.annotate(f"{p['step']} ({STEP_ORDERS[p['step']]})", (p["model_gb"], p["joule_per_tflop"]),
+                        textcoords="offset points", xytext=(6, -3), fontsize=7)
+    ax.set_xscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+    ax.set_xlabel("DRAM bytes of the order, panel model (GB per launch, log scale)")
+    ax.set_ylabel("measured joules per TFLOP")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title, fontsize=11)
+    first = points[0] if points else {}
+    return _set_caption(fig, f"scripts/gpu_clocks.py on {first.get('gpu')}, {first.get('date', '')}: board power over "
+                             "throughput, each step run back to back at the power limit. x: gemm_course.sim.l2_traffic "
+                             "for the step's own order of cluster-tiles, in waves of the grid's clusters (a model: "
+                             "each wave reads its panels from DRAM once).")
+
+
 def latest_sweep(records: Sequence[dict], step: str = "sm90/10") -> list:
     """The records of ``step`` (default config) in the newest results file whose name says ``sweep``
     (newest: the file holding the latest record date)."""
