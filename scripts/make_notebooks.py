@@ -1863,7 +1863,10 @@ viz.instruction_mix(reports, title="Steps 8 and 9: static SASS instruction mix")
 ## 4. Measured
 
 The docstring predicted nothing at $4096^3$ and a few percent at $8192^3$. The model's reduction
-above is in panel reads, not in time.
+above is in panel reads, not in time. How panel reads become time on this GPU is less direct than
+it looks: a long GEMM runs at the board's power limit, and data fetched again from DRAM costs
+energy, which the limit takes back as clock. Chapter 10 (section 7) measures exactly that for
+steps 8, 9 and 10 side by side.
 """),
     md("""
 ## Try it yourself
@@ -1894,7 +1897,8 @@ for kind, tiles in (("row", first_row), ("grouped", first_grouped)):
 * A grouped raster keeps each wave roughly square; the L2 panel model counts fewer panel reads
   than a row raster, more so on larger grids.
 * The gain shows only where the inputs do not fit in L2; the model ranks orders, the bench decides.
-* The group size is a knob; chapter 10 replaces it with a curve that needs none.
+* The group size is a knob; chapter 10 replaces it with a curve that needs none, and measures
+  what each order costs in energy at the power limit.
 """),
 ]
 
