@@ -1483,7 +1483,8 @@ def order_energy_points(records: Sequence[dict]) -> list:
             clusters = mine[0].get("sm_count", sim.H100_SMS) // (cfg.get("cluster_m", 2) * cfg.get("cluster_n", 1))
             order = tile_order.order(STEP_ORDERS[step], -(-m // bm), -(-n // bn), cfg.get("group", 8))
             traffic = sim.l2_traffic(order, sms=clusters, tile_m=bm, tile_n=bn, k=k)
-            joules = float(np.mean([r["power_w"] / r["tflops"] for r in mine]))
+            # as power_limit_split averages: mean power over mean throughput
+            joules = float(np.mean([r["power_w"] for r in mine]) / np.mean([r["tflops"] for r in mine]))
             points.append({"file": file, "shape": f"{m}x{n}x{k}", "step": step, "model_gb": traffic.bytes / 1e9,
                            "joule_per_tflop": joules, "gpu": mine[0].get("gpu"), "date": mine[0].get("date", "")[:10]})
     return points
