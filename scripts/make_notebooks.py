@@ -1142,6 +1142,30 @@ viz.instruction_mix({f"{k} ({reports[k].resources.registers} registers x {exerci
                      for k, r in reports.items()}, title="Steps 4 and 5: static SASS instruction mix")
 """),
     md("""
+Inside the SM the operands travel once more: every `wgmma` reads its A and B slices from shared
+memory. Each consumer warpgroup covers its 64 x 256 accumulator with *one* `wgmma` 64 x 256 x 16 per
+k16 step, the largest Hopper has: it reads the warpgroup's 64 rows of A (2 KiB) and all 256 rows of
+B (8 KiB) once. The `mma_n` knob splits it into narrower instructions, each of which reads the same
+A slice again. Compiled here, and counted with the shared-memory model chapter 10 uses
+(`sim.smem_traffic`: the wgmma reads plus the TMA writes of one K tile, per clock at the tensor
+cores' full rate):
+"""),
+    code("""
+from gemm_course import sim
+
+for mma_n in (0, 128, 64):
+    cfg = step.config(mma_n=mma_n)
+    rep = gi.report(arch.compile_step(step, cfg, target=step.target))
+    hgmma = sum(n for op, n in rep.top_opcodes if op.startswith("HGMMA"))
+    t = sim.smem_traffic(cfg.tile_m, cfg.tile_n, mma_n or None)
+    print(f"wgmma 64 x {mma_n or cfg.tile_n:3} x 16: {hgmma:2} HGMMA in the SASS (static count); one K tile: "
+          f"{t.wgmma_read // 1024} KiB read by wgmma + {t.tma_write // 1024} KiB written by TMA = {t.bytes_per_clock:.0f} bytes per clock")
+    assert hgmma == rep.mix["tensor-core MMA"] > 0
+"""),
+    md("""
+An SM's shared memory delivers 128 bytes per clock, so the widest instruction is the only one that
+fits. Chapter 10 measures what the narrower one costs at the power limit.
+
 ## 4. The measured result, and why
 
 The docstring predicted a clear gain. The records say otherwise (computed from them, not typed):
@@ -2060,7 +2084,8 @@ for size in (4096, 8192):
                      "its own run's cuBLAS.")
 if sweep:
     lines.append(f"* over the {len(sweep)}-shape sweep: geometric mean **{viz.geomean(ratios):.3f}** of cuBLAS.")
-logs = sorted(glob.glob(os.path.join(bench.RESULTS_DIR, "logs", "*ncu*_4096*")))  # profiles at 4096^3
+logs = [p for p in sorted(glob.glob(os.path.join(bench.RESULTS_DIR, "logs", "*ncu*_4096*")))
+        if "Elapsed Cycles" in open(p).read()]  # profiles at 4096^3 with the speed-of-light section
 if logs:
     text = open(logs[-1]).read()
     for block in re.split(r"\\n  (?=kernel_)", text)[1:]:
@@ -2093,6 +2118,7 @@ traffic, per clock, is (`sim.smem_traffic`, a model):
     code("""
 rows = {
     "128 x 256, two warpgroups (this kernel)": sim.smem_traffic(128, 256),
+    "same, two 64 x 128 wgmma per warpgroup (mma_n = 128)": sim.smem_traffic(128, 256, 128),
     "ping-pong: 64 x 256 per warpgroup": sim.smem_traffic(64, 256),
     "ping-pong: 128 x 128 per warpgroup": sim.smem_traffic(128, 128),
     "192 x 192, three warpgroups (cuBLAS, large N)": sim.smem_traffic(192, 192),
@@ -2141,6 +2167,26 @@ if split:
     display(viz.power_limit_bars(clock_records))
 else:
     print("No clock records yet. On a Hopper GPU: python3 scripts/gpu_clocks.py sm90/10 --shapes 4096 8192")
+"""),
+    md("""
+The rows marked `mma_n=128` are the same kernel with each warpgroup's `wgmma` 64 x 256 x 16 split
+into two 64 x 128 x 16 (chapter 5's knob; section 6's model counts 20% more shared-memory reads for
+them). Against the default, from the same runs:
+"""),
+    code("""
+def joules(v):
+    return v["power_w"] / v["tflops"]
+
+
+narrow = [r for r in split if r["step"] == "sm90/10:mma_n=128"]
+for r in narrow:
+    base = next((b for b in split if (b["file"], b["shape"], b["step"]) == (r["file"], r["shape"], "sm90/10")), None)
+    if base:
+        s, b = r["step_values"], base["step_values"]
+        print(f"{r['shape']:>17}: {s['tflops']:.0f} against {b['tflops']:.0f} TFLOP/s; work per clock "
+              f"{s['flop_per_sm_clock'] / b['flop_per_sm_clock'] - 1:+.1%}, energy per TFLOP {joules(s) / joules(b) - 1:+.1%}")
+if not narrow:
+    print("No run of the narrow instruction yet: python3 scripts/gpu_clocks.py sm90/10 sm90/10:mma_n=128 --shapes 4096")
 """),
     md("""
 Read the bars in pairs. Where the green bar (work per clock) is above 1 and the orange one (clock)

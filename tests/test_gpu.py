@@ -24,6 +24,18 @@ def test_step_is_correct_on_random_shapes(step):
     assert len(results) >= 6
 
 
+@pytest.mark.parametrize("key,fields", [("sm90/5", {"mma_n": 64}), ("sm90/10", {"mma_n": 128})])
+def test_smaller_wgmma_instructions_are_correct(key, fields):
+    """Several wgmma per warpgroup and k16 step: the epilogue must still read the accumulator in order."""
+    if arch.machine().target != "sm_90a":
+        pytest.skip("a Hopper kernel")
+    step = ladder.get(key)
+    config = step.config(**fields)
+    results = run.check(step, run.shapes_for(step, config, count=4, seed=7), config, seed=99)
+    bad = [str(r) for r in results if not r.ok]
+    assert not bad, bad
+
+
 def test_refuses_shape_before_launch():
     import torch
 

@@ -166,7 +166,7 @@ _STEPS = [
         _ANY_MN,
         _HOPPER_TMA_STORE,
         ptx_markers=("wgmma.mma_async", "multicast::cluster", "barrier.cluster", "stmatrix"),
-        knobs=(("tile_n", (128, 256)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
+        knobs=(("tile_n", (128, 256)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2)), ("mma_n", (0, 128))),
     ),
     Step(
         6,

@@ -69,6 +69,7 @@ class Gemm:
         self.config = config
         self.tile_mnk = (config.tile_m, config.tile_n, config.tile_k)
         self.mma_warpgroups = 1
+        self.mma_n = config.tile_n  # wgmma N: one instruction spans the tile's columns
 
     # ---- shared-memory layouts: the one thing step 3 changes -------------------------------
 
@@ -86,7 +87,7 @@ class Gemm:
     # ---- host side ----------------------------------------------------------------------------
 
     def make_tiled_mma(self):
-        """wgmma 64 x tile_n x 16, bf16 in, fp32 out, both operands K-major; one per warpgroup along M."""
+        """wgmma 64 x mma_n x 16, bf16 in, fp32 out, both operands K-major; warpgroups along M."""
         return sm90_utils.make_trivial_tiled_mma(
             AB_DTYPE,
             AB_DTYPE,
@@ -94,7 +95,7 @@ class Gemm:
             cute.nvgpu.OperandMajorMode.K,
             ACC_DTYPE,
             atom_layout_mnk=(self.mma_warpgroups, 1, 1),
-            tiler_mn=(64, self.tile_mnk[1]),
+            tiler_mn=(64, self.mma_n),
         )
 
     def make_mainloop_operands(self, mA: cute.Tensor, mB: cute.Tensor):

@@ -14,6 +14,10 @@ Parent: step 4. Key differences:
   one, and consumers arrive on the empty barriers of all CTAs that multicast into them. We use
   CuTeDSL's ``PipelineTmaAsync``, which implements exactly this full/empty protocol.
 * Still one stage (``stages`` = 1): load, wait, compute, release, load. Step 6 deepens it.
+* Each warpgroup covers its 64 x 256 with one ``wgmma`` 64 x 256 x 16 per k16 step, the largest
+  instruction: it reads the warpgroup's A slice (2 KiB) and B (8 KiB) from shared memory once.
+  ``mma_n`` = 128 splits it into two 64 x 128 x 16, which read A twice (12 KiB per k16 step,
+  20% more); chapter 10 measures what that costs.
 
 Expected: the same single-stage latency chain as step 4 but with 1.33x the arithmetic per byte
 in shared memory and half the B traffic from L2; a clear gain if step 4 is bound by the
@@ -43,6 +47,7 @@ class Config(parent.Config):
     cluster_m: int = 2  # CTAs of a cluster along M share (multicast) the B tile
     cluster_n: int = 1  # CTAs of a cluster along N share the A tile
     stages: int = 1
+    mma_n: int = 0  # wgmma N; 0: tile_n, one instruction per warpgroup and k16 step
 
 
 def check_config(config: Config):
@@ -50,6 +55,8 @@ def check_config(config: Config):
         return False, "tile_m must be 64 (one warpgroup) or 128 (two)"
     if config.tile_n not in (64, 128, 256):
         return False, "tile_n must be 64, 128 or 256 (a wgmma N)"
+    if config.mma_n and (config.mma_n not in (64, 128, 256) or config.tile_n % config.mma_n):
+        return False, "mma_n must be 0 (tile_n), 64, 128 or 256, and divide tile_n"
     if config.tile_k != 64:
         return False, "tile_k must be 64: one 128-byte swizzle row of bf16"
     if config.cluster_m not in (1, 2) or config.cluster_n not in (1, 2):
@@ -79,6 +86,7 @@ class Gemm(parent.Gemm):
     def __init__(self, config: Config):
         super().__init__(config)
         self.mma_warpgroups = config.tile_m // 64
+        self.mma_n = config.mma_n or config.tile_n
         self.threads = WARPGROUP * self.mma_warpgroups
         self.cluster_shape_mnk = (config.cluster_m, config.cluster_n, 1)
         self.stages = config.stages
