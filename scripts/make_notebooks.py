@@ -389,7 +389,8 @@ viz.instruction_mix({f"naive, {t}": r for t, r in reports.items()}, title="Naive
 
 Bars: the newest record of each step at 4096^3 under `results/`, measured by the project's
 bench (`gemm_course.bench`: warm-up, CUDA events per launch, cuBLAS timed interleaved in the same
-run); the caption says where and when. Hatched bars are the seed series' B200 figures, quoted, not
+run, in rounds whose order alternates so neither kernel always runs right after the other); the
+caption says where and when. Hatched bars are the seed series' B200 figures, quoted, not
 measured here. When no record exists yet the chart says so.
 """),
     code("""
@@ -2029,7 +2030,9 @@ The descent is a loop of integer operations per tile, and it shows in the instru
 producer warp runs it for the next unit right after issuing the current unit's loads (step 8's
 tile ring hands the result to the consumers), so it runs while earlier stages are still being
 consumed. A cluster's first tile is worked out between the arrive and the wait of the cluster's
-start-up barrier, which hides part of it, and the rest delays the first load once per launch.
+start-up barrier, which hides part of it, and by the producer warp alone (all twelve warps working
+it out side by side took turns on the SM's integer pipes); the rest delays the first load once per
+launch, as chapter 8's launch timeline shows.
 The descent halves lengths with `>> 1` and tests them with `& 1`, not `// 2` and `% 2`: the
 lengths are never negative, and the signed forms cost the kernel sign fix-ups on every level
 (on a 16 x 16 grid, five or six levels); on the H200 that shortened the first tile's wait

@@ -60,3 +60,17 @@ def test_committed_records_have_provenance():
             assert r.get(key) is not None, f"{r['_file']} lacks {key}"
         assert r["rel_error"] < 1e-2
         assert r["cublas_tflops"]["median"] > 0 and r["tflops"]["median"] > 0
+
+
+def test_compare_reverses_the_order_every_other_round(monkeypatch):
+    """A block inherits the clock the previous block left, so no provider may always follow the same one."""
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(bench, "host_seconds_per_launch", lambda fn, launches: 1e-5)
+    monkeypatch.setattr(bench, "time_block", lambda fn, launches, host: 1.0)
+    monkeypatch.setattr(bench, "time_each", lambda fn, repeats, host: calls.append(fn()) or [1.0] * repeats)
+    out = bench.compare({"step": lambda: "step", "cublas": lambda: "cublas"}, warmup=0, repeats=3, rounds=4)
+    assert calls == ["step", "cublas", "cublas", "step", "step", "cublas", "cublas", "step"]
+    assert all(len(v["each"]) == 12 for v in out.values())

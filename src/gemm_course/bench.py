@@ -9,7 +9,9 @@ Protocol (every number the book shows comes from here):
   cost per launch is recorded separately, ``host_launch_us``);
 * ``warmup`` launches, then ``rounds`` rounds; in each round ``repeats`` launches of the step and
   ``repeats`` of cuBLAS (``torch.mm``) are timed *interleaved*, each launch between its own CUDA
-  events; we report the median (and min, max) over all launches;
+  events, in the opposite order every other round (at the power limit a block inherits the clock
+  the previous one left: a kernel timed right after cuBLAS ran up to ~2% faster than the same
+  kernel timed after itself on the H200); we report the median (and min, max) over all launches;
 * the seed's protocol (10 warm-up, 100 launches, mean) is reported too, from events around a
   block of 100 back-to-back launches of each;
 * a record stores provenance: GPU, driver, CUDA, torch, cutlass-dsl, clocks, date, command.
@@ -119,9 +121,10 @@ def compare(providers: dict, warmup: int = 10, repeats: int = 100, rounds: int =
     out = {name: {"each": [], "seed_mean": None, "host_launch_us": host[name] * 1e6} for name in providers}
     for name, fn in providers.items():  # the seed's protocol: 10 warm-up (done), 100 launches, mean
         out[name]["seed_mean"] = time_block(fn, seed_launches, host[name])
-    for _ in range(rounds):
-        for name, fn in providers.items():
-            out[name]["each"] += time_each(fn, repeats, host[name])
+    names = list(providers)
+    for i in range(rounds):  # every other round reversed: each block follows each provider equally often
+        for name in names if i % 2 == 0 else names[::-1]:
+            out[name]["each"] += time_each(providers[name], repeats, host[name])
     return out
 
 
@@ -235,8 +238,9 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "protocol": {
             "warmup": warmup, "repeats": repeats, "rounds": rounds, "timing": "CUDA events per launch, "
-            "step and cuBLAS interleaved by round, each block queued behind a GPU sleep (host overhead "
-            "excluded); seed_mean = mean of seed_launches back-to-back launches", "version": 2,
+            "step and cuBLAS interleaved by round, in the opposite order every other round, each block queued "
+            "behind a GPU sleep (host overhead excluded); seed_mean = mean of seed_launches back-to-back launches",
+            "version": 3,
             "seed_launches": seed_launches,
             "inputs": "torch.randn bf16 (fresh, seeded)", "cublas": "torch.mm(a, b.t(), out=c)",
         },

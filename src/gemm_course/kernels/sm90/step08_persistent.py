@@ -280,12 +280,16 @@ class Gemm(parent.Gemm):
         storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(
             a_smem_layout, b_smem_layout, epi_smem_layout, wait_for_cluster=False
         )
-        # the schedule and the first unit's tile, worked out while the cluster's barrier set-up completes
+        # the schedule and the first unit's tile, worked out while the cluster's barrier set-up completes;
+        # the tile only by the producer warp (the consumers read it from the ring): twelve warps
+        # running an order's arithmetic side by side take turns on the SM's integer pipes
         num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
         plan = self.make_plan(constants)
         num_units = self.num_units(plan)
         first_index, next_begin, next_end = self.work_unit(0, plan, num_k_tiles)
-        next_m, next_n, _ = self.tile_coord(first_index, mC)
+        next_m, next_n = cutlass.Int32(0), cutlass.Int32(0)
+        if warp_idx == 0:
+            next_m, next_n, _ = self.tile_coord(first_index, mC)
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
 
         if warpgroup_idx == 0:

@@ -14,7 +14,7 @@ non-recursive descent through the curve's splits (a few dozen integer operations
 five or six levels on a 16 x 16 grid). Only the producer warp runs it, ahead of the tile's
 loads, and hands the result to the consumers through step 8's tile ring; run by the consumers
 between a tile's last wgmma and its epilogue, it cost 2-4% (NOTES.md). A cluster's first tile
-still waits for it (about 0.8 us at 4096^3 on the H200), so a grid that fits in one wave, where
+still waits for it (about 0.6 us at 4096^3 on the H200), so a grid that fits in one wave, where
 the order cannot matter, takes the row order instead. The curve is Jakub Cerveny's "gilbert" (2018, BSD-2-Clause); the course's
 implementation is written from the published description.
 
