@@ -2196,8 +2196,11 @@ Read the bars in pairs. Where the green bar (work per clock) is above 1 and the 
 below, this kernel does more per clock than cuBLAS but spends more energy per clock doing it, and
 the power limit takes the difference back through the clock: the blue bar (what you measure)
 lands near 1 either way. A stall is cheap at the power limit, since a stalled SM draws less and
-the others clock up; energy per FLOP is not. The tile order is one place it shows, since data
-that has to come from DRAM again costs energy. Same run, same shapes, the three persistent steps:
+the others clock up; energy per FLOP is not. The clock also carries over: a block of launches
+starts at the clock the previous block left behind, so a kernel timed right after a cooler one has
+a head start. That is why the bench reverses the order of the kernels it compares every other
+round. The tile order is one place where energy per FLOP shows, since data that has to come from
+DRAM again costs energy. Same run, same shapes, the three persistent steps:
 """),
     code("""
 by_order = [r for r in split if r["step"] in ("sm90/8", "sm90/9", "sm90/10")]
