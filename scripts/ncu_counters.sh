@@ -16,7 +16,7 @@ for w in $want; do grep -qx "$w" $out/names.txt && m="$m,$w.sum" || echo "no met
 m=${m#,}
 n=$(( $(echo $steps | wc -w) + 1 ))  # kernels per round: the steps, then cuBLAS
 for shape in $shapes; do
-  ncu --clock-control none --kernel-name regex:'cutlass|nvjet' --launch-skip $((2 * n)) --launch-count $n --metrics "$m" \
+  ncu --clock-control none --kernel-name regex:'Gemm|nvjet' --launch-skip $((2 * n)) --launch-count $n --metrics "$m" \
     python3 scripts/profile_ncu.py $steps --size $shape --launches 4 > $out/ncu_$shape.txt 2>&1
 done
 rm -f $out/names.txt

@@ -36,6 +36,22 @@ def test_smaller_wgmma_instructions_are_correct(key, fields):
     assert not bad, bad
 
 
+def test_gpc_order_is_a_permutation_and_every_tile_is_computed():
+    """The probed cluster order permutes the cluster indices; with it, multi-wave grids stay correct."""
+    if arch.machine().target != "sm_90a":
+        pytest.skip("a Hopper kernel")
+    from gemm_course import placement
+    from gemm_course.kernels.sm90 import step08_persistent
+
+    clusters = step08_persistent.max_clusters(2)
+    assert sorted(placement.cluster_order(2, clusters)) == list(range(clusters))
+    step = ladder.get("sm90/9")  # grouped order, knob turned on (step 10 has it on by default)
+    config = step.config(gpc_order=True)
+    results = run.check(step, [(4096, 4096, 512), (2048, 8192, 136), (8192, 4096, 1000)], config, seed=5)
+    bad = [str(r) for r in results if not r.ok]
+    assert not bad, bad
+
+
 def test_refuses_shape_before_launch():
     import torch
 

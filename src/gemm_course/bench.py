@@ -285,17 +285,33 @@ def load_records(results_dir: Optional[str] = None, kind: Optional[str] = "bench
     return out
 
 
+# Config fields added after records were written, with the value the kernels behaved as before:
+# a record without the field ran that way (``record_config``).
+LEGACY_FIELDS = {"gpc_order": False}
+
+
+def record_config(record: dict) -> Optional[dict]:
+    """The record's config, with fields added since filled in as the kernel then behaved."""
+    config = record.get("config")
+    return None if config is None else {**LEGACY_FIELDS, **config}
+
+
+def has_default_config(record: dict, step) -> bool:
+    """Whether ``record`` ran ``step``'s (a ``ladder.Step``) current default config."""
+    default = dataclasses.asdict(step.default)
+    return {k: v for k, v in (record_config(record) or {}).items() if k in default or k not in LEGACY_FIELDS} == default
+
+
 def latest(records: Iterable[dict], step: str, m: int, n: int, k: int, gpu: Optional[str] = None,
            config: Optional[dict] = None) -> Optional[dict]:
     """The newest record of ``step`` at ``m x n x k`` (default config unless ``config`` given)."""
     best = None
-    default = dataclasses.asdict(ladder.get(step).default) if config is None else config
     for r in records:
         if r["step"] != step or (r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) != (m, n, k):
             continue
         if gpu and r.get("gpu") != gpu:
             continue
-        if r.get("config") != default:
+        if not (has_default_config(r, ladder.get(step)) if config is None else r.get("config") == config):
             continue
         if best is None or r["date"] >= best["date"]:
             best = r

@@ -38,7 +38,7 @@ def measured_block(records=None) -> str:
         files = sorted({os.path.basename(r["_file"]) for r in recs if r})
         out.append(f"| {step.key} {step.title} | {_cell(recs[0])} | {_cell(recs[1])} | {', '.join(files) or '-'} |")
     final = ladder.steps("sm90")[-1]
-    sweep = [r for r in records if r["step"] == final.key and r.get("config") == _default(final) and "sweep" in r["_file"]]
+    sweep = [r for r in records if r["step"] == final.key and bench.has_default_config(r, final) and "sweep" in r["_file"]]
     if sweep:
         latest_file = max(r["_file"] for r in sweep)
         sweep = [r for r in sweep if r["_file"] == latest_file]
@@ -58,12 +58,6 @@ def measured_block(records=None) -> str:
             p = GemmProblem(r["shape"]["m"], r["shape"]["n"], r["shape"]["k"])
             out.append(f"| {p.label} | {r['tflops']['median']:.0f} | {r['cublas_tflops']['median']:.0f} | {r['ratio_to_cublas']:.3f} |")
     return "\n".join(out)
-
-
-def _default(step):
-    import dataclasses
-
-    return dataclasses.asdict(step.default)
 
 
 def _geomean(xs):

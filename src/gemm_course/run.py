@@ -67,6 +67,9 @@ def prepare(step, a, b, c, config=None) -> Launcher:
     workspace = tuple(
         torch.zeros(shape, dtype=getattr(torch, dtype), device=a.device) for dtype, shape in arch.workspace_shapes(step, config)
     )
+    fill = getattr(step.load().Gemm, "fill_workspace", None)  # scratch that is not all zeros
+    if fill:
+        fill(config, workspace)
     operands = wrap(a, b, c) + arch.runtime_workspace(workspace)
     art = arch.compile_step(step, config, target, shape_class="runtime", operands=operands)
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)

@@ -15,7 +15,6 @@ under the axes.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import math
 import textwrap
 from typing import Iterable, Optional, Sequence
@@ -1524,10 +1523,9 @@ def order_energy(records: Sequence[dict], title: str = "The tile order's DRAM tr
 def latest_sweep(records: Sequence[dict], step: str = "sm90/10") -> list:
     """The records of ``step`` (default config) in the newest results file whose name says ``sweep``
     (newest: the file holding the latest record date)."""
-    from . import ladder
+    from . import bench, ladder
 
-    default = dataclasses.asdict(ladder.get(step).default)
-    sweep = [r for r in records if r["step"] == step and r.get("config") == default and "sweep" in r.get("_file", "")]
+    sweep = [r for r in records if r["step"] == step and bench.has_default_config(r, ladder.get(step)) and "sweep" in r.get("_file", "")]
     if not sweep:
         return []
     newest = max(sweep, key=lambda r: (r.get("date", ""), r["_file"]))["_file"]

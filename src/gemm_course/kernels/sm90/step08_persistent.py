@@ -49,7 +49,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
-from ... import arch, schedule
+from ... import arch, placement, schedule
 from . import step06_warp_specialized, step07_epilogue_overlap as parent
 from .step02_wgmma_tma import AB_DTYPE, C_DTYPE
 from .step04_tma_store import EPI_BARRIER_ID
@@ -64,6 +64,7 @@ class Config(step06_warp_specialized.Config):
     stages: int = 3  # one stage less than step 6 pays for ...
     epi_n: int = 128  # ... a 64 KiB staging area: half a tile per TMA store, two per tile
     stream_k: bool = True  # split the last partial wave's K loops over every cluster
+    gpc_order: bool = False  # full waves: each GPC's clusters take neighbouring tiles (``placement``)
 
 
 def check_config(config: Config):
@@ -108,13 +109,28 @@ class Gemm(parent.Gemm):
 
     @staticmethod
     def workspace_shapes(config: Config) -> tuple:
-        """The stream-K scratch: one fp32 partial tile and one int32 flag per CTA of the grid."""
-        ctas = max_clusters(config.cluster_m * config.cluster_n) * config.cluster_m * config.cluster_n
-        return (("float32", (ctas * config.tile_m * config.tile_n,)), ("int32", (ctas,)))
+        """The stream-K scratch (one fp32 partial tile and one int32 flag per CTA of the grid) and
+        each cluster's place in a wave (``fill_workspace``)."""
+        clusters = max_clusters(config.cluster_m * config.cluster_n)
+        ctas = clusters * config.cluster_m * config.cluster_n
+        return (("float32", (ctas * config.tile_m * config.tile_n,)), ("int32", (ctas,)), ("int32", (clusters,)))
+
+    @staticmethod
+    def fill_workspace(config: Config, workspace: tuple):
+        """Each cluster's place in a wave: its own index, or one that follows the GPCs (GPU probes)."""
+        import torch
+
+        places = workspace[2]
+        if config.gpc_order:
+            order = placement.cluster_order(config.cluster_m * config.cluster_n, places.numel())
+            places.copy_(torch.tensor(order, dtype=places.dtype))
+        else:
+            places.copy_(torch.arange(places.numel(), dtype=places.dtype))
 
     @cute.jit
-    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, mPartials: cute.Tensor, mFlags: cute.Tensor):
-        self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags, self.schedule_constants(mA, mC))
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, mPartials: cute.Tensor, mFlags: cute.Tensor,
+                 mPlaces: cute.Tensor):
+        self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags, mPlaces, self.schedule_constants(mA, mC))
 
     def make_shared_storage(self, a_smem_layout, b_smem_layout, epi_smem_layout):
         stages, ring_depth = self.stages, self.ring_depth
@@ -168,6 +184,22 @@ class Gemm(parent.Gemm):
     def cluster_tile(self, index, clusters_m, clusters_n):
         """Row raster: consecutive cluster-tiles walk along N, sharing A's row panel."""
         return index // clusters_n, index % clusters_n
+
+    @cute.jit
+    def place_shift(self, p: Plan, mPlaces: cute.Tensor):
+        """Producer: how far this cluster's full-wave tiles move when the clusters of a GPC take
+        neighbouring places in each wave (0 without ``gpc_order``, without a full wave, or on a
+        smaller grid than the table's; then nothing is loaded)."""
+        shift = cutlass.Int32(0)
+        if cutlass.const_expr(self.config.gpc_order):
+            if (p.clusters == self.max_clusters) & (p.launch.full_waves > 0):
+                shift = mPlaces[p.cluster] - p.cluster
+        return shift
+
+    def placed_index(self, index, u, p: Plan, shift):
+        """Cluster-tile index of unit u, with full waves permuted by ``place_shift`` (a permutation
+        of each full wave's indices, so every tile is still computed once)."""
+        return index + cutlass.select_(u < p.launch.full_waves, shift, 0)
 
     def tile_coord(self, index, mC: cute.Tensor):
         """This CTA's tile of cluster-tile ``index``."""
@@ -274,6 +306,7 @@ class Gemm(parent.Gemm):
         epi_smem_layout: cute.ComposedLayout,
         mPartials: cute.Tensor,
         mFlags: cute.Tensor,
+        mPlaces: cute.Tensor,
         constants: tuple,
     ):
         tidx, warp_idx, warpgroup_idx = self.roles(tma_atom_a, tma_atom_b)
@@ -287,9 +320,10 @@ class Gemm(parent.Gemm):
         plan = self.make_plan(constants)
         num_units = self.num_units(plan)
         first_index, next_begin, next_end = self.work_unit(0, plan, num_k_tiles)
-        next_m, next_n = cutlass.Int32(0), cutlass.Int32(0)
+        next_m, next_n, shift = cutlass.Int32(0), cutlass.Int32(0), cutlass.Int32(0)
         if warp_idx == 0:
-            next_m, next_n, _ = self.tile_coord(first_index, mC)
+            shift = self.place_shift(plan, mPlaces)
+            next_m, next_n, _ = self.tile_coord(self.placed_index(first_index, 0, plan, shift), mC)
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
 
         if warpgroup_idx == 0:
@@ -306,7 +340,7 @@ class Gemm(parent.Gemm):
                     )
                     if u + 1 < num_units:  # the next unit's tile, while this unit's last loads are in flight
                         next_index, next_begin, next_end = self.work_unit(u + 1, plan, num_k_tiles)
-                        next_m, next_n, _ = self.tile_coord(next_index, mC)
+                        next_m, next_n, _ = self.tile_coord(self.placed_index(next_index, u + 1, plan, shift), mC)
                 mainloop_pipeline.producer_tail(load_state)
         else:
             # consumer warpgroups: wgmma over the unit's K tiles, then hand over or finish the tile
