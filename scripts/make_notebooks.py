@@ -1941,6 +1941,8 @@ CH10 = [
   the kernel by a loop-only descent (`tile_order.gilbert_tile`);
 * check that the descent agrees with the recursive curve on the grids the kernel meets;
 * compare row, grouped and Gilbert orders with the L2 panel model, on square and LLM-shaped grids;
+* see which GPC each cluster lands in, and why giving one GPC's clusters neighbouring tiles lets
+  the L2 request coalescer merge their loads;
 * read the final step's sweep against cuBLAS, and what is left between it and the speed of light.
 
 The Gilbert curve is Jakub Červený's generalized Hilbert curve "gilbert"
@@ -1952,7 +1954,8 @@ the course's implementation, in `gemm_course/tile_order.py`, is written from its
     md("""
 ## 1. What changed
 
-`cluster_tile` again, now without a knob. The module is short; the work is in
+`cluster_tile` again, now without a knob, and step 8's `gpc_order` switched on (section 7 says
+why). The module is short; the work is in
 `gemm_course.tile_order.gilbert_tile`, which the kernel wraps with `for_kernel` (a `cute.jit` copy)
 so that CuTeDSL traces its `while` and `if` on `Int32` values:
 """),
@@ -2150,7 +2153,74 @@ What could still move the final step past cuBLAS:
 * **less energy per FLOP**, which the next section shows is what a large GEMM on this GPU is
   really limited by.
 
-## 7. At the power limit
+## 7. Where the clusters land
+
+Two SMs that read the same operand bytes at nearly the same moment need not both go to L2:
+Hopper's *L2 request coalescer* merges such requests, so one L2 lookup serves both (Nsight
+Compute counts it in its `lrc__` metrics). cuBLAS gets far more of its loads merged than the
+kernels of this course did, with the same tile and the same bytes. The counters, from
+`scripts/ncu_counters.sh` on the lent H200 (one launch of each kernel in one process; sectors are
+32 bytes; "merged" counts the sectors of unicast loads, here A's, served by another SM's request):
+"""),
+    code("""
+import json
+
+from gemm_course import placement
+
+rows = ["| log | kernel | merged sectors | L2 lookups (sectors) | DRAM read |", "|---|---|---|---|---|"]
+for path in sorted(glob.glob(os.path.join(bench.RESULTS_DIR, "logs", "*ncu_lrc*"))):
+    counters = placement.coalescer_counters(open(path).read())
+    names = [k for k, _ in counters]
+    for i, (kernel, v) in enumerate(counters):
+        label = kernel if names.count(kernel) == 1 else f"{kernel} (#{names[:i + 1].count(kernel)})"
+        rows.append(f"| {os.path.basename(path)} | {label} | {v['merged'] / 1e6:.1f} M | {v['l2_lookups'] / 1e6:.0f} M "
+                    f"| {v['dram'] / 1e9:.2f} GB |")
+display(Markdown("\\n".join(rows) if len(rows) > 2 else "No coalescer counters recorded yet: scripts/ncu_counters.sh OUT"))
+"""),
+    md("""
+The tile order is not the reason: step 8's row raster gives clusters c and c + 1 the same A panel
+at the same moment, and they still rarely merge. Where the clusters run is. A probe
+(`placement.probe`: one CTA per SM writes its `%smid`) launched as this kernel's grid and as
+clusters of 8 and 16, whose CTAs the hardware must keep inside one GPC, shows that the hardware
+deals clusters out to the GPCs in turn (top strip): neighbours on any tile order sit in different
+GPCs, and the coalescer, it turns out, merges only within a GPC. So step 10 turns on step 8's
+`gpc_order`: the host probes once per process and sorts the clusters by GPC, and the kernel's
+producer shifts each full-wave tile index by (place - cluster), so each GPC's clusters take
+consecutive places on the Gilbert curve (bottom strip). That is a permutation of each wave's
+indices: every tile is still computed once wherever the GPU puts the clusters; only the merging
+depends on the probe being right.
+"""),
+    code("""
+probes = sorted(glob.glob(os.path.join(bench.RESULTS_DIR, "logs", "*placement_probe.json")))
+if probes:
+    probe = json.load(open(probes[-1]))
+    display(viz.cluster_placement(probe))
+    p = placement.from_probe_record(probe)
+    gpc_of = [p["groups"][sm] for sm in p["cluster_sms"]]
+    print("clusters in the same GPC as cluster 4:", [c for c, g in enumerate(gpc_of) if g == gpc_of[4]])
+else:
+    print("No placement probe recorded yet: python3 -m gemm_course.placement OUT.json (on a GPU)")
+"""),
+    md("""
+In the `gpc_order` logs of the table above, the first step-10 kernel (#1) ran without the knob
+and the second (#2) with it (the command is in `NOTES.md`, seventh pass): with it, about three
+times as many A sectors merge, L2 sees fewer lookups and DRAM fewer bytes, though cuBLAS still
+merges about twice as many. The interleaved A/B over the sweep's shapes, both listing orders,
+from `results/tuning/`:
+"""),
+    code("""
+for name in ("tune_run33_gpc_order_sweep.json", "tune_run33b_gpc_order_sweep_reversed.json"):
+    path = os.path.join(bench.RESULTS_DIR, "tuning", name)
+    if not os.path.exists(path):
+        continue
+    tune = json.load(open(path))["rows"]
+    means = {v: viz.geomean([r["ratio_to_cublas"] for r in tune if r["variant"] == v])
+             for v in dict.fromkeys(r["variant"] for r in tune) if v != "cublas"}
+    print(name + ": geometric mean of the ratio to cuBLAS over " + str(len({r["shape"] for r in tune})) + " shapes: "
+          + ", ".join(f"{v} {g:.4f}" for v, g in means.items()))
+"""),
+    md("""
+## 8. At the power limit
 
 A long GEMM on the H200 runs at the board's power limit: the SM clock is not the datasheet's
 boost clock but whatever the limit leaves. Throughput is then *work per clock* times *clock*, and

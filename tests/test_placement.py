@@ -39,3 +39,39 @@ def test_order_is_a_permutation_and_keeps_each_gpc_together():
 
 def test_order_without_any_gpc_information_is_the_identity():
     assert placement.order_from_placement([8, 2, 40, 6], {}) == [0, 1, 2, 3]
+
+
+def test_probe_record_and_figure():
+    """A made-up probe record: the grid's clusters, SM groups from clusters of 8, and the figure."""
+    cluster_sms, gpc_of_tpc = h200_like(3)
+    grid = [sm + i for sm in cluster_sms for i in (0, 1)]
+    eights = []
+    for g in range(8):
+        sms = [s for t in range(66) if gpc_of_tpc[t] == g for s in (2 * t, 2 * t + 1)]
+        eights += sms[: len(sms) // 8 * 8]
+    record = {"gpu": "test", "sms": 132, "date": "2026-11-30", "runs": [
+        {"cluster": 2, "ctas": 132, "smid": grid}, {"cluster": 8, "ctas": len(eights), "smid": eights}]}
+    p = placement.from_probe_record(record)
+    assert p["cluster_sms"] == cluster_sms
+    assert sorted(p["places"]) == list(range(66))
+    from gemm_course import viz
+
+    assert viz.cluster_placement(record).axes
+
+
+def test_coalescer_counters_read_an_ncu_log():
+    log = """==PROF== header
+  kernel_cutlass_kernel_gemm_coursekernelssm90step10_gilbertGemm_object_at (132, 1, 1)x(384, 1, 1)
+    Section: Command line profiler metrics
+    dram__bytes_read.sum                                     Gbyte         2.74
+    lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum   sector   57,178,656
+    lts__t_sectors_srcunit_tex_op_read.sum                  sector   406,194,098
+  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT (2, 66, 1)x(384, 1, 1)
+    dram__bytes_read.sum                                     Mbyte       148.87
+    lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum   sector    7,264,688
+    lts__t_sectors_srcunit_tex_op_read.sum                  sector   26,082,696
+"""
+    (k1, v1), (k2, v2) = placement.coalescer_counters(log)
+    assert k1 == "step10" and k2 == "nvjet (cuBLAS)"
+    assert v1 == {"merged": 57178656, "l2_lookups": 406194098, "dram": 2.74e9}
+    assert v2["dram"] == 148.87e6

@@ -56,6 +56,47 @@ def order_from_placement(cluster_sms: Sequence[int], group_of_sm: Dict[int, int]
     return place
 
 
+def from_probe_record(record: dict, cluster_size: int = 2) -> dict:
+    """From a probe record (``main``'s JSON): the grid's clusters' SMs, the SM groups and the places."""
+    sms = record["sms"]
+    runs = []
+    for run in record["runs"]:
+        if run["cluster"] in GPC_CLUSTERS:
+            smids = run["smid"]
+            runs += [smids[i:i + run["cluster"]] for i in range(0, len(smids), run["cluster"])]
+    groups = gpc_groups(sms, runs)
+    grid = max((r for r in record["runs"] if r["cluster"] == cluster_size), key=lambda r: r["ctas"])
+    cluster_sms = grid["smid"][::cluster_size]
+    return {"cluster_sms": cluster_sms, "groups": groups, "places": order_from_placement(cluster_sms, groups)}
+
+
+# Nsight Compute counters of ``scripts/ncu_counters.sh`` that show the coalescer at work
+COALESCER_METRICS = {
+    "merged": "lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum",
+    "l2_lookups": "lts__t_sectors_srcunit_tex_op_read.sum",
+    "dram": "dram__bytes_read.sum",
+}
+
+
+def coalescer_counters(text: str) -> list:
+    """[(kernel, {merged, l2_lookups: sectors; dram: bytes}), ...] from an ncu log of ncu_counters.sh."""
+    import re
+
+    scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 1}
+    out = []
+    for block in re.split(r"\n  (?=\S)", text)[1:]:
+        name = block.split()[0]
+        values = {}
+        for key, metric in COALESCER_METRICS.items():
+            m = re.search(re.escape(metric) + r"\s+(\w+)\s+([\d,.]+)", block)
+            if m:
+                values[key] = float(m.group(2).replace(",", "")) * scale.get(m.group(1), 1)
+        if len(values) == len(COALESCER_METRICS):
+            step = re.search(r"sm90(step\d+)_", name)
+            out.append((step.group(1) if step else name.split("_")[0] + " (cuBLAS)" if name.startswith("nvjet") else name, values))
+    return out
+
+
 # ---- the probes (GPU only) -------------------------------------------------------------------
 
 

@@ -1520,6 +1520,36 @@ def order_energy(records: Sequence[dict], title: str = "The tile order's DRAM tr
                              "each wave reads its panels from DRAM once).")
 
 
+def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the grid lands in") -> Figure:
+    """Two strips of the grid's clusters coloured by GPC: by cluster index (as the hardware deals
+    them out), and by place in a wave with ``gpc_order`` (``placement.from_probe_record``)."""
+    from . import placement
+
+    p = placement.from_probe_record(probe)
+    groups, cluster_sms, places = p["groups"], p["cluster_sms"], p["places"]
+    sizes = collections.Counter(groups.values())
+    gpc = [groups[sm] for sm in cluster_sms]
+    known = sorted({g for g in gpc if sizes[g] > 1})
+    palette = [colormaps["tab10"](i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]  # no grey: grey means unknown
+    color = {g: palette[i % len(palette)] for i, g in enumerate(known)}
+    by_place = sorted(range(len(cluster_sms)), key=lambda c: places[c])
+    fig = _new_figure(11, 2.6)
+    ax = fig.subplots()
+    for row, clusters in enumerate((list(range(len(cluster_sms))), by_place)):
+        for x, c in enumerate(clusters):
+            ax.add_patch(Rectangle((x, 1 - row), 0.92, 0.8, color=color.get(gpc[c], "#cccccc")))
+            ax.text(x + 0.46, 1.4 - row, str(c), ha="center", va="center", fontsize=5)
+    ax.set_xlim(0, len(cluster_sms))
+    ax.set_ylim(-0.1, 1.9)
+    ax.set_yticks([1.4, 0.4], ["cluster index", "place in a wave\n(gpc_order)"], fontsize=8)
+    ax.set_xticks([])
+    ax.set_title(title, fontsize=11)
+    return _set_caption(fig, f"gemm_course.placement probes on {probe.get('gpu')}, {probe.get('date', '')[:10]}: one colour "
+                             "per GPC (grey: an SM no probe cluster of 8 or 16 reached, GPC unknown); numbers are cluster "
+                             "indices. Top: consecutive clusters land in different GPCs. Bottom: the same clusters "
+                             "in the order their tiles take in each wave.")
+
+
 def latest_sweep(records: Sequence[dict], step: str = "sm90/10") -> list:
     """The records of ``step`` (default config) in the newest results file whose name says ``sweep``
     (newest: the file holding the latest record date)."""
