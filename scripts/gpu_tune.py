@@ -7,7 +7,8 @@ package of ``gemm_course.kernels.sm90`` (e.g. an older revision's kernels, copie
 ``scripts/ab_copy.py REV``, for an A/B test).
 Every variant is checked against float32 on the shape before timing. All variants and cuBLAS
 go through one ``bench.compare`` call per shape, so they share the GPU's clock and temperature.
-Prints a table of medians and ratios to cuBLAS; writes the raw per-launch times as JSON.
+Prints a table of medians and ratios to cuBLAS; writes the raw per-launch times as JSON (the
+course keeps them as ``results/tuning/NAME.json.gz``, with ``what`` and ``command`` added).
 """
 
 import argparse

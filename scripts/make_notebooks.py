@@ -2206,14 +2206,16 @@ In the `gpc_order` logs of the table above, the first step-10 kernel (#1) ran wi
 and the second (#2) with it (the command is in `NOTES.md`, seventh pass): with it, about three
 times as many A sectors merge, L2 sees fewer lookups and DRAM fewer bytes, though cuBLAS still
 merges about twice as many. The interleaved A/B over the sweep's shapes, both listing orders,
-from `results/tuning/`:
+from `results/tuning/` (gzipped JSON, raw per-launch times):
 """),
     code("""
-for name in ("tune_run33_gpc_order_sweep.json", "tune_run33b_gpc_order_sweep_reversed.json"):
+import gzip
+
+for name in ("tune_run33_gpc_order_sweep.json.gz", "tune_run33b_gpc_order_sweep_reversed.json.gz"):
     path = os.path.join(bench.RESULTS_DIR, "tuning", name)
     if not os.path.exists(path):
         continue
-    tune = json.load(open(path))["rows"]
+    tune = json.load(gzip.open(path, "rt"))["rows"]
     means = {v: viz.geomean([r["ratio_to_cublas"] for r in tune if r["variant"] == v])
              for v in dict.fromkeys(r["variant"] for r in tune) if v != "cublas"}
     print(name + ": geometric mean of the ratio to cuBLAS over " + str(len({r["shape"] for r in tune})) + " shapes: "
