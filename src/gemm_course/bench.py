@@ -286,20 +286,17 @@ def load_records(results_dir: Optional[str] = None, kind: Optional[str] = "bench
 
 
 # Config fields added after records were written, with the value the kernels behaved as before:
-# a record without the field ran that way (``record_config``).
+# a record without the field ran that way.
 LEGACY_FIELDS = {"gpc_order": False}
-
-
-def record_config(record: dict) -> Optional[dict]:
-    """The record's config, with fields added since filled in as the kernel then behaved."""
-    config = record.get("config")
-    return None if config is None else {**LEGACY_FIELDS, **config}
 
 
 def has_default_config(record: dict, step) -> bool:
     """Whether ``record`` ran ``step``'s (a ``ladder.Step``) current default config."""
+    if record.get("config") is None:
+        return False
     default = dataclasses.asdict(step.default)
-    return {k: v for k, v in (record_config(record) or {}).items() if k in default or k not in LEGACY_FIELDS} == default
+    legacy = {k: v for k, v in LEGACY_FIELDS.items() if k in default}
+    return {**legacy, **record["config"]} == default
 
 
 def latest(records: Iterable[dict], step: str, m: int, n: int, k: int, gpu: Optional[str] = None,

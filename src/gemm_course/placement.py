@@ -56,15 +56,15 @@ def order_from_placement(cluster_sms: Sequence[int], group_of_sm: Dict[int, int]
     return place
 
 
+def same_gpc_sets(runs: Sequence[dict]) -> List[List[int]]:
+    """The SMs of each cluster in probe runs ({"cluster": size, "smid": [...]}) of a size in GPC_CLUSTERS."""
+    return [run["smid"][i:i + run["cluster"]] for run in runs if run["cluster"] in GPC_CLUSTERS
+            for i in range(0, len(run["smid"]), run["cluster"])]
+
+
 def from_probe_record(record: dict, cluster_size: int = 2) -> dict:
     """From a probe record (``main``'s JSON): the grid's clusters' SMs, the SM groups and the places."""
-    sms = record["sms"]
-    runs = []
-    for run in record["runs"]:
-        if run["cluster"] in GPC_CLUSTERS:
-            smids = run["smid"]
-            runs += [smids[i:i + run["cluster"]] for i in range(0, len(smids), run["cluster"])]
-    groups = gpc_groups(sms, runs)
+    groups = gpc_groups(record["sms"], same_gpc_sets(record["runs"]))
     grid = max((r for r in record["runs"] if r["cluster"] == cluster_size), key=lambda r: r["ctas"])
     cluster_sms = grid["smid"][::cluster_size]
     return {"cluster_sms": cluster_sms, "groups": groups, "places": order_from_placement(cluster_sms, groups)}
@@ -93,7 +93,11 @@ def coalescer_counters(text: str) -> list:
                 values[key] = float(m.group(2).replace(",", "")) * scale.get(m.group(1), 1)
         if len(values) == len(COALESCER_METRICS):
             step = re.search(r"sm90(step\d+)_", name)
-            out.append((step.group(1) if step else name.split("_")[0] + " (cuBLAS)" if name.startswith("nvjet") else name, values))
+            if step:
+                name = step.group(1)
+            elif name.startswith("nvjet"):
+                name = "nvjet (cuBLAS)"
+            out.append((name, values))
     return out
 
 
@@ -142,11 +146,10 @@ def measured_groups() -> Dict[int, int]:
     runs = []
     for size in GPC_CLUSTERS:
         try:
-            smids = probe(size, sms // size * size)
+            runs.append({"cluster": size, "smid": probe(size, sms // size * size)})
         except Exception:  # a cluster size this GPU cannot launch
             continue
-        runs += [smids[i:i + size] for i in range(0, len(smids), size)]
-    return gpc_groups(sms, runs)
+    return gpc_groups(sms, same_gpc_sets(runs))
 
 
 @functools.lru_cache(maxsize=None)
