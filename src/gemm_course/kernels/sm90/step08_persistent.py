@@ -31,6 +31,9 @@ Parent: step 7. Key differences:
   saves. A problem with fewer cluster-tiles than clusters is all tail: the host then launches
   every cluster anyway, up to ``schedule.MAX_PARTS`` per tile (``schedule.grid_clusters``), so a
   few tiles' K loops fill the GPU.
+* ``gpc_order`` (off here; step 10 turns it on): a table, filled on the host from a placement
+  probe (``gemm_course.placement``), shifts each cluster's full-wave tile indices so that the
+  clusters of one GPC take neighbouring places in every wave; chapter 10 explains why.
 
 Expected: at 4096^3 with 128x256 tiles there are 512 tiles for 132 SMs: 3.9 waves; the full
 waves gain the fill/drain of step 7's pairs and of CTA launches, and the split tail turns a
