@@ -255,12 +255,28 @@ _STEPS = [
 ]
 
 
+_SM100_STEPS = [
+    Step(
+        4,
+        "sm100",
+        f"{_K}.sm100.step04_tma_store",
+        "Epilogue through shared memory: tcgen05.ld, stmatrix and a TMA store",
+        "each 64x32 sub-tile of the accumulator goes TMEM -> registers -> a swizzled staging buffer "
+        "(stmatrix) and out with one TMA store, which clips partial tiles",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL + ("stmatrix", "cp.async.bulk.tensor.2d.global.shared::cta", "fence.proxy.async.shared::cta"),
+        knobs=(("tile_m", (64, 128)), ("tile_n", (64, 128, 256)), ("epi_n", (16, 32, 64)), ("epi_stages", (1, 2, 4))),
+    ),
+]
+
+
 def _available(step: Step) -> bool:
     return importlib.util.find_spec(step.module_name) is not None
 
 
 ladder: dict = {}
-for _s in _STEPS:
+for _s in _STEPS + _SM100_STEPS:
     if _available(_s):
         ladder.setdefault(_s.arch, {})[_s.number] = _s
 for _arch in ladder:

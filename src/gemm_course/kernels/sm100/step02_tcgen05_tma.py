@@ -118,16 +118,22 @@ class Gemm:
         """
         return tiled_mma.make_fragment_C(tiled_mma.partition_shape_C((self.config.tile_m, self.config.tile_n)))
 
+    def epi_tile(self):
+        return (self.config.tile_m, EPI_TILE_N)
+
+    def tmem_load_op(self):
+        return tcgen05.Ld16x256bOp(tcgen05.Repetition.x8)  # 16 lanes x 256 bits, x8: 16 rows x 64 columns per warp
+
     def make_epilogue_copy(self, tCtAcc, gC, tidx):
         """The TMEM -> register tiled copy, and thread ``tidx``'s partitions of the accumulator and of C.
 
         ``tCtAcc``: (MMA, MMA_M, MMA_N) accumulator in TMEM; ``gC``: (bM, bN) tile of C (or any
         tensor of that shape, e.g. an identity tensor to see who owns which element).
         """
-        epi_tile = (self.config.tile_m, EPI_TILE_N)
+        epi_tile = self.epi_tile()
         tAcc_epi = cute.flat_divide(tCtAcc[((None, None), 0, 0)], epi_tile)  # (bM, 64, 1, bN/64)
         gC_epi = cute.flat_divide(gC, epi_tile)  # (bM, 64, 1, bN/64)
-        atom = cute.make_copy_atom(tcgen05.Ld16x256bOp(tcgen05.Repetition.x8), ACC_DTYPE)
+        atom = cute.make_copy_atom(self.tmem_load_op(), ACC_DTYPE)
         tiled_copy = tcgen05.make_tmem_copy(atom, tAcc_epi[(None, None, 0, 0)])
         thr_copy = tiled_copy.get_slice(tidx)
         tDtAcc = thr_copy.partition_S(tAcc_epi)  # (T2R, T2R_M, T2R_N, 1, bN/64)
@@ -178,52 +184,83 @@ class Gemm:
         a_smem_layout: cute.ComposedLayout,
         b_smem_layout: cute.ComposedLayout,
     ):
-        tidx, _, _ = cute.arch.thread_idx()
         bidx, bidy, _ = cute.arch.block_idx()
-        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         tile_coord = (bidx, bidy, None)
-
-        # 1. shared memory, barriers and tensor memory ----------------------------------------
         smem = cutlass.memory.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (MMA, MMA_M, MMA_K)
         sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (MMA, MMA_N, MMA_K)
-        load_barrier = storage.load_barrier.data_ptr()
-        mma_barrier = storage.mma_barrier.data_ptr()
+        tmem, tCtAcc = self.allocate_accumulator(tiled_mma, storage, tma_atom_a, tma_atom_b)
+        self.mainloop(tiled_mma, tCtAcc, tma_atom_a, mA, tma_atom_b, mB, sA, sB, storage, tile_coord)
+        self.epilogue(tCtAcc, mC, tile_coord)
+        self.free_accumulator(tmem, tCtAcc)
+
+    @cute.jit
+    def allocate_accumulator(self, tiled_mma: cute.TiledMma, storage, tma_atom_a: cute.CopyAtom, tma_atom_b: cute.CopyAtom):
+        """Barriers initialized and tensor memory allocated (warp 0); returns the allocator and the accumulator.
+
+        The accumulator is a (MMA, MMA_M, MMA_N) fp32 tensor in TMEM at the address the allocation returned.
+        """
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if warp_idx == 0:
             cpasync.prefetch_descriptor(tma_atom_a)
             cpasync.prefetch_descriptor(tma_atom_b)
             with cute.arch.elect_one():
-                cute.arch.mbarrier_init(load_barrier, 1)  # one arrival: the thread that expects the bytes
-                cute.arch.mbarrier_init(mma_barrier, 1)  # one arrival: tcgen05.commit
+                cute.arch.mbarrier_init(storage.load_barrier.data_ptr(), 1)  # one arrival: the thread that expects the bytes
+                cute.arch.mbarrier_init(storage.mma_barrier.data_ptr(), 1)  # one arrival: tcgen05.commit
             cute.arch.mbarrier_init_fence()
-
         tmem_barrier = pipeline.NamedBarrier(barrier_id=int(Barrier.TMEM), num_threads=self.threads)
         tmem = TmemAllocator(storage.tmem_address.ptr, barrier_for_retrieve=tmem_barrier)
         tmem.allocate(self.tmem_cols)  # warp 0 allocates
         tmem.wait_for_alloc()  # a CTA-wide barrier: also publishes the mbarrier inits
         tmem.relinquish_alloc_permit()  # this CTA allocates nothing more; others on the SM may
         tmem_ptr = tmem.retrieve_ptr(ACC_DTYPE)
+        return tmem, cute.make_tensor(tmem_ptr, self.make_accumulator(tiled_mma).layout)
 
-        # 2. tiles of this CTA and their TMA / MMA partitions -----------------------------------
+    @cute.jit
+    def free_accumulator(self, tmem: TmemAllocator, tCtAcc: cute.Tensor):
+        """Free tensor memory once every warp has read it."""
+        cute.arch.fence_view_async_tmem_load()  # tcgen05.wait::ld: this thread's TMEM reads are done
+        tmem_barrier = pipeline.NamedBarrier(barrier_id=int(Barrier.TMEM), num_threads=self.threads)
+        tmem_barrier.arrive_and_wait()
+        tmem.free(tCtAcc.iterator)
+
+    @cute.jit
+    def mainloop(
+        self,
+        tiled_mma: cute.TiledMma,
+        tCtAcc: cute.Tensor,
+        tma_atom_a: cute.CopyAtom,
+        mA: cute.Tensor,
+        tma_atom_b: cute.CopyAtom,
+        mB: cute.Tensor,
+        sA: cute.Tensor,
+        sB: cute.Tensor,
+        storage,
+        tile_coord,
+    ):
+        """Warp 0: load a K tile, wait for its phase, four MMAs, wait for them, repeat. Then every
+        thread waits until the last MMAs are complete, so the accumulator in TMEM is final."""
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        load_barrier = storage.load_barrier.data_ptr()
+        mma_barrier = storage.mma_barrier.data_ptr()
+
+        # this CTA's tiles and their TMA / MMA partitions
         gA = cute.local_tile(mA, self.tile_mnk, tile_coord, proj=(1, None, 1))  # (bM, bK, k_tiles)
         gB = cute.local_tile(mB, self.tile_mnk, tile_coord, proj=(None, 1, 1))  # (bN, bK, k_tiles)
-        gC = cute.local_tile(mC, self.tile_mnk, tile_coord, proj=(1, 1, None))  # (bM, bN)
         thr_mma = tiled_mma.get_slice(0)  # one thread issues the whole MMA
         tCgA = thr_mma.partition_A(gA)  # (MMA, MMA_M, MMA_K, k_tiles)
         tCgB = thr_mma.partition_B(gB)  # (MMA, MMA_N, MMA_K, k_tiles)
         tCrA = tiled_mma.make_fragment_A(sA)  # (MMA, MMA_M, MMA_K) shared-memory descriptors
         tCrB = tiled_mma.make_fragment_B(sB)  # (MMA, MMA_N, MMA_K)
-        tCtAcc = cute.make_tensor(tmem_ptr, self.make_accumulator(tiled_mma).layout)  # (MMA, MMA_M, MMA_N) in TMEM
         tAsA, tAgA = cpasync.tma_partition(
             tma_atom_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 3), cute.group_modes(tCgA, 0, 3)
         )  # (TMA, ), (TMA, k_tiles)
         tBsB, tBgB = cpasync.tma_partition(
             tma_atom_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 3), cute.group_modes(tCgB, 0, 3)
         )
-        tma_bytes = cute.size_in_bytes(AB_DTYPE, a_smem_layout) + cute.size_in_bytes(AB_DTYPE, b_smem_layout)
+        tma_bytes = cute.size_in_bytes(AB_DTYPE, sA.layout) + cute.size_in_bytes(AB_DTYPE, sB.layout)
 
-        # 3. main loop (warp 0): load a K tile, wait for its phase, four MMAs, wait, repeat ------
         num_k_tiles = cute.size(gA, mode=[2])
         num_k_blocks = cute.size(tCrA, mode=[2])
         phase = cutlass.Int32(0)
@@ -244,11 +281,16 @@ class Gemm:
                 cute.arch.mbarrier_wait(mma_barrier, phase)  # only then may TMA overwrite sA / sB
                 phase ^= 1
 
-        # 4. epilogue (all warps): TMEM -> registers -> bf16 -> global, one 64 x 64 sub-tile at a time
         # Warps 1-3 pass this barrier only after warp 0 saw the last MMA phase complete, so their
         # own wait below names that phase and no earlier one with the same parity.
         cute.arch.sync_threads()
         cute.arch.mbarrier_wait(mma_barrier, (num_k_tiles - 1) % 2)  # each thread observes the MMAs' completion
+
+    @cute.jit
+    def epilogue(self, tCtAcc: cute.Tensor, mC: cute.Tensor, tile_coord):
+        """Every warp: TMEM -> registers -> bf16 -> global memory, one 64 x 64 sub-tile at a time."""
+        tidx, _, _ = cute.arch.thread_idx()
+        gC = cute.local_tile(mC, self.tile_mnk, tile_coord, proj=(1, 1, None))  # (bM, bN)
         tiled_copy, tDtAcc, tDgC = self.make_epilogue_copy(tCtAcc, gC, tidx)
         tDrAcc = cute.make_rmem_tensor(tDgC[(None, None, None, 0, 0)].shape, ACC_DTYPE)  # 32 fp32 per thread
         tDrC = cute.make_rmem_tensor(tDgC[(None, None, None, 0, 0)].shape, mC.element_type)
@@ -256,8 +298,3 @@ class Gemm:
             cute.copy(tiled_copy, tDtAcc[(None, None, None, 0, sub)], tDrAcc)
             tDrC.store(tDrAcc.load().to(mC.element_type))
             cute.autovec_copy(tDrC, tDgC[(None, None, None, 0, sub)])
-
-        # 5. free tensor memory once every warp has read it ------------------------------------
-        cute.arch.fence_view_async_tmem_load()  # tcgen05.wait::ld: this thread's TMEM reads are done
-        tmem_barrier.arrive_and_wait()
-        tmem.free(tmem_ptr)
