@@ -106,6 +106,18 @@ _BLACKWELL = (
     "mbarrier.try_wait",
 )
 
+_BLACKWELL_PAIR = (  # steps 5-10: the CTA pair, its multicast commit, clusters and the TMA store
+    "tcgen05.mma.cta_group::2",
+    "tcgen05.alloc.cta_group::2",
+    "tcgen05.dealloc.cta_group::2",
+    "tcgen05.commit.cta_group::2",
+    "tcgen05.ld",
+    "barrier.cluster",
+    "cp.async.bulk.tensor.2d.shared::cluster.global",
+    "cp.async.bulk.tensor.2d.global.shared::cta",
+)
+_BLACKWELL_CLC = _BLACKWELL_PAIR + ("clusterlaunchcontrol.try_cancel", "clusterlaunchcontrol.query_cancel")
+
 _NAIVE = dict(
     number=1,
     module_name=f"{_K}.naive",
@@ -266,7 +278,78 @@ _SM100_STEPS = [
         _ANY_MN,
         (_MMA, _TMA, _TMEM, _BAR, _SMEM),
         ptx_markers=_BLACKWELL + ("stmatrix", "cp.async.bulk.tensor.2d.global.shared::cta", "fence.proxy.async.shared::cta"),
-        knobs=(("tile_m", (64, 128)), ("tile_n", (64, 128, 256)), ("epi_n", (16, 32, 64)), ("epi_stages", (1, 2, 4))),
+        knobs=(("tile_m", (64, 128)), ("epi_n", (16, 32, 64)), ("epi_stages", (1, 2))),
+    ),
+    Step(
+        5,
+        "sm100",
+        f"{_K}.sm100.step05_cta_pair_multicast",
+        "Clusters: the 2-CTA MMA (cta_group::2) and TMA multicast",
+        "the two CTAs of a pair share one 256x256 tcgen05.mma issued by the leader, each holding its "
+        "128 rows of A and half of B; TMA multicasts what pairs of a larger cluster share; still one stage",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL_PAIR,
+        knobs=(("tile_n", (128, 256)), ("cluster_m", (2, 4)), ("cluster_n", (1, 2))),
+    ),
+    Step(
+        6,
+        "sm100",
+        f"{_K}.sm100.step06_warp_specialized",
+        "Multistage pipeline, warp specialization: TMA warp, MMA warp, epilogue warps",
+        "six shared-memory stages; warp 5 issues TMA, warp 4 (leader CTA) issues tcgen05.mma, "
+        "warps 0-3 read tensor memory and store (PipelineTmaUmma, PipelineUmmaAsync)",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL_PAIR,
+        knobs=(("stages", (3, 6)), ("cluster_m", (2, 4)), ("cluster_n", (1, 2))),
+    ),
+    Step(
+        7,
+        "sm100",
+        f"{_K}.sm100.step07_tmem_double_buffer",
+        "Two accumulators in tensor memory: the epilogue overlaps the next tile's MMAs",
+        "each CTA computes two tiles; tensor memory holds two 256-column accumulators (all 512 "
+        "columns), so the MMA warp fills one while the epilogue warps drain the other",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL_PAIR,
+        knobs=(("tiles_per_cta", (1, 2, 4)), ("acc_stages", (1, 2))),
+    ),
+    Step(
+        8,
+        "sm100",
+        f"{_K}.sm100.step08_persistent_clc",
+        "Persistent kernel with a dynamic scheduler: cluster launch control",
+        "one cluster per tile is launched, but running clusters cancel the launch of waiting ones "
+        "(clusterlaunchcontrol.try_cancel) and compute their tiles, tile after tile in row-raster order",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL_CLC,
+        knobs=(("clc_stages", (1, 2)), ("cluster_m", (2, 4)), ("cluster_n", (1, 2))),
+    ),
+    Step(
+        9,
+        "sm100",
+        f"{_K}.sm100.step09_grouped_raster",
+        "Thread-block swizzle: grouped raster order for L2 reuse",
+        "the cluster-tile index that cluster launch control hands out is mapped to (m, n) along "
+        "bands of `group` tile-rows",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL_CLC,
+        knobs=(("group", (1, 4, 8, 16)),),
+    ),
+    Step(
+        10,
+        "sm100",
+        f"{_K}.sm100.step10_gilbert",
+        "Tile order along a generalized Hilbert curve (Gilbert)",
+        "the cluster-tile index is mapped to (m, n) along a Gilbert curve computed in the kernel",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL_CLC,
+        knobs=(("cluster_m", (2, 4)), ("cluster_n", (1, 2))),
     ),
 ]
 

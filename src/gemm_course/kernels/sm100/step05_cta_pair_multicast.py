@@ -85,6 +85,7 @@ class Gemm(parent.Gemm):
         self.cluster_shape_mnk = (config.cluster_m, config.cluster_n, 1)
         self.mma_tiler = (PAIR * config.tile_m, config.tile_n, config.tile_k)  # the pair's tile
         self.stages = config.stages
+        self.acc_stages = 1  # accumulators in tensor memory
 
     # ---- the MMA and the layouts ----------------------------------------------------------------
 
@@ -141,12 +142,12 @@ class Gemm(parent.Gemm):
         return (cute.ceil_div(mC.shape[0], bm * cm) * cm, cute.ceil_div(mC.shape[1], bn * cn) * cn, 1)
 
     def make_shared_storage(self, a_smem_layout, b_smem_layout, epi_smem_layout):
-        stages = self.stages
+        stages, acc_stages = self.stages, self.acc_stages
 
         @cute.struct
         class SharedStorage:
             mainloop_barriers: cute.struct.MemRange[cutlass.Int64, 2 * stages]  # full + empty per stage
-            accumulator_barriers: cute.struct.MemRange[cutlass.Int64, 2]  # full + empty
+            accumulator_barriers: cute.struct.MemRange[cutlass.Int64, 2 * acc_stages]  # full + empty per accumulator
             tmem_dealloc_barrier: cutlass.Int64  # each CTA of the pair waits for its peer before freeing
             tmem_address: cutlass.Int32
             sA: cute.struct.Align[cute.struct.MemRange[AB_DTYPE, cute.cosize(a_smem_layout)], 1024]
@@ -192,13 +193,13 @@ class Gemm(parent.Gemm):
             defer_sync=True,
         )
 
-    def make_accumulator_pipeline(self, storage, tiled_mma, epi_threads: int, stages: int = 1):
+    def make_accumulator_pipeline(self, storage, tiled_mma, epi_threads: int):
         """The leader's commit tells both CTAs that the accumulator is complete; the epilogue threads
         of both CTAs tell the leader that they have read it."""
         cluster = self.cta_layout_vmnk(tiled_mma)
         return pipeline.PipelineUmmaAsync.create(
             barrier_storage=storage.accumulator_barriers.data_ptr(),
-            num_stages=stages,
+            num_stages=self.acc_stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, PAIR * epi_threads),
             cta_layout_vmnk=cluster,
