@@ -142,6 +142,97 @@ def dynamic_smem_bytes(ptx: str) -> Optional[int]:
     return sum(sizes) if sizes else None
 
 
+# ---- constants a kernel's PTX carries: what the CPU can prove about a kernel it cannot run ------
+
+
+def _register_values(ptx: str) -> dict:
+    """``{register: {immediates}}`` from ``mov`` of a literal (a register may be set in several blocks)."""
+    values: dict = collections.defaultdict(set)
+    for reg, imm in re.findall(r"^\s*mov\.[bsu](?:16|32|64)\s+(%\w+),\s*(-?(?:0[xX][0-9a-fA-F]+|\d+));", ptx, flags=re.M):
+        values[reg].add(int(imm, 0))
+    return values
+
+
+def _operand_values(ptx: str, pattern: str, operand: int) -> list:
+    """For each instruction matching ``pattern``, the literal value(s) of its ``operand``-th operand.
+
+    Operands are split on commas after the opcode; a register operand resolves through ``mov`` of a
+    literal. Each instruction contributes one entry: an int, or a sorted tuple when several literals
+    reach the register, or None when none does.
+    """
+    regs = _register_values(ptx)
+    out = []
+    for args in re.findall(r"^\s*(?:@%?!?\w+\s+)?" + pattern + r"\S*\s+([^;]*);", ptx, flags=re.M):
+        parts = [a.strip() for a in re.split(r",(?![^\[{]*[\]}])", args)]
+        if operand >= len(parts):
+            out.append(None)
+            continue
+        arg = parts[operand]
+        if re.fullmatch(r"-?(?:0[xX][0-9a-fA-F]+|\d+)", arg):
+            out.append(int(arg, 0))
+            continue
+        found = sorted(regs.get(arg, ()))
+        out.append(found[0] if len(found) == 1 else (tuple(found) or None))
+    return out
+
+
+def expect_tx_bytes(ptx: str) -> list:
+    """Bytes each ``mbarrier.arrive.expect_tx`` announces (what the TMA loads of one stage must deliver)."""
+    return _operand_values(ptx, re.escape("mbarrier.arrive.expect_tx"), 2)
+
+
+def mbarrier_init_counts(ptx: str) -> list:
+    """Arrival count of every ``mbarrier.init`` in program order (one entry per barrier initialized)."""
+    return _operand_values(ptx, re.escape("mbarrier.init"), 1)
+
+
+def tmem_alloc_columns(ptx: str) -> list:
+    """Columns requested by each ``tcgen05.alloc`` (tensor memory is allocated in powers of two >= 32)."""
+    return _operand_values(ptx, re.escape("tcgen05.alloc"), 1)
+
+
+def tmem_dealloc_columns(ptx: str) -> list:
+    return _operand_values(ptx, re.escape("tcgen05.dealloc"), 1)
+
+
+def threads_per_cta(ptx: str) -> Optional[int]:
+    """Threads per CTA the kernel requires (``.reqntid x, y, z``)."""
+    m = re.search(r"\.reqntid\s+(\d+)(?:,\s*(\d+))?(?:,\s*(\d+))?", ptx)
+    if not m:
+        return None
+    x, y, z = (int(v) if v else 1 for v in m.groups())
+    return x * y * z
+
+
+def mma_accumulate_predicates(ptx: str) -> list:
+    """How each ``tcgen05.mma`` (program order) sets its enable-input-D predicate: True or False when
+    the predicate register is only ever a literal true/false, ``"carried"`` when it is literal false
+    on entry and literal true later (a loop-carried flag: the first MMA of a loop overwrites), else
+    ``"runtime"`` (computed, e.g. from the K-tile index)."""
+    literal: dict = collections.defaultdict(set)
+    for reg, value in re.findall(r"^\s*mov\.pred\s+(%p\d+),\s*(-?\d+);", ptx, flags=re.M):
+        literal[reg].add(int(value) != 0)
+    computed = set(re.findall(r"^\s*(?:@%?!?\w+\s+)?(?!mov\.pred)[a-z][\w.:]*\s+(%p\d+)[,|]", ptx, flags=re.M))
+    preds = re.findall(r"^\s*(?:@%?!?\w+\s+)?tcgen05\.mma\S*\s+[^;]*,\s*(%p\d+);", ptx, flags=re.M)
+    out = []
+    for p in preds:
+        if p in computed:
+            out.append("runtime")
+        elif literal[p] == {True}:
+            out.append(True)
+        elif literal[p] == {False}:
+            out.append(False)
+        else:
+            out.append("carried")
+    return out
+
+
+def instruction_positions(ptx: str, pattern: str) -> list:
+    """Line numbers of the PTX instructions starting with ``pattern``, for checks of program order."""
+    rx = re.compile(r"^\s*(?:@%?!?\w+\s+)?" + re.escape(pattern))
+    return [i for i, line in enumerate(ptx.splitlines()) if rx.match(line)]
+
+
 @dataclasses.dataclass
 class Report:
     step_key: str
