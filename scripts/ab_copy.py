@@ -1,7 +1,7 @@
 """Copy the Hopper kernels of a git revision into a sibling package, for an A/B run (this machine).
 
     python3 scripts/ab_copy.py HEAD            # -> src/gemm_course/kernels/sm90_base
-    python3 scripts/gpu_tune.py sm90_base@sm90/10 sm90/10 --shapes 4096 8192   (on the GPU machine)
+    python3 scripts/gpu_tune.py sm90_base@sm90/11 sm90/11 --shapes 4096 8192   (on the GPU machine)
 
 The copy also takes that revision's ``schedule.py`` (as ``schedule_base.py`` inside the package), so
 a change to the schedule is compared too. ``kernels/sm90_*/`` is git-ignored: pass the package to
@@ -10,6 +10,7 @@ the device tool's ``carry`` so it travels.
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 
@@ -33,11 +34,11 @@ def main(argv=None):
                            capture_output=True, text=True).stdout.split()
     for path in files:
         text = show(args.rev, path)
-        if os.path.basename(path) == "step08_persistent.py":
-            old = "from ... import arch, schedule"
-            if old not in text:
-                raise SystemExit(f"{path} at {args.rev} does not import the schedule as expected; copy it by hand")
-            text = text.replace(old, "from ... import arch\nfrom . import schedule_base as schedule")
+        imports = re.search(r"^from \.\.\. import (.*)$", text, flags=re.M)
+        if imports and "schedule" in imports.group(1).split(", "):  # the revision's own schedule
+            others = [name for name in imports.group(1).split(", ") if name != "schedule"]
+            own = (f"from ... import {', '.join(others)}\n" if others else "") + "from . import schedule_base as schedule"
+            text = text[: imports.start()] + own + text[imports.end():]
         with open(os.path.join(target, os.path.basename(path)), "w") as f:
             f.write(text)
     with open(os.path.join(target, "schedule_base.py"), "w") as f:

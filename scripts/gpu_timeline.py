@@ -1,6 +1,6 @@
-"""Launch timeline of the persistent steps (GPU): when each CTA reaches fixed points of step 8's kernel.
+"""Launch timeline of the persistent steps (GPU): when each CTA reaches fixed points of step 11's kernel.
 
-    python3 scripts/gpu_timeline.py --steps sm90/8 sm90/10 --shapes 2048 4096 --out OUT
+    python3 scripts/gpu_timeline.py --steps sm90/11 "sm90/11:stream_k=0" --shapes 2048 4096 --out OUT
 
 A development tool, not part of the course. It copies ``gemm_course/kernels/sm90`` to a sibling
 package ``sm90_timeline`` (removed afterwards) and inserts, at the points named in ``POINTS``,
@@ -12,7 +12,7 @@ off: prefer shapes whose tail stays whole, such as 2048^3 and 4096^3. Prints the
 of each point, in microseconds from the first CTA's entry, and writes them as records of kind
 ``timeline`` (``bench.write_records``: ``results/<gpu>/<date>_timeline.json``, or under --out),
 which ``viz.launch_timeline`` draws. The workspace is zeroed before each timed launch, so L2
-starts cold: compare points, not events. If step 8's code no longer contains an anchor line, the
+starts cold: compare points, not events. If step 11's code no longer contains an anchor line, the
 script stops and says which.
 """
 
@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "..", "src", "gemm_course", "kernels")
 PACKAGE = "sm90_timeline"
 
-# (stamp, name, thread, anchor: a stripped line of step08's kernel, where: "before"/"after"/"first"/"guard")
+# (stamp, name, thread, anchor: a stripped line of step 11's kernel, where: "before"/"after"/"first"/"guard")
 POINTS = [
     (0, "entry", 0, "tidx, warp_idx, warpgroup_idx = self.roles(tma_atom_a, tma_atom_b)", "before"),
     (1, "smem + arrive", 0, "plan = self.make_plan(constants)", "before"),
@@ -68,7 +68,7 @@ def instrument(src: str) -> str:
     def find(anchor, last=False, guard=False):
         hits = [i for i, line in enumerate(lines) if i > kernel_at and line.strip() == anchor]
         if not hits:
-            sys.exit(f"gpu_timeline: step08_persistent.py has no line '{anchor}' in its kernel; update POINTS")
+            sys.exit(f"gpu_timeline: step11_beyond_the_seed.py has no line '{anchor}' in its kernel; update POINTS")
         return hits[-1] if last else hits[0]
 
     for k, _, thread, anchor, where in POINTS:
@@ -101,7 +101,7 @@ def build_package():
     target = os.path.join(KERNELS, PACKAGE)
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(os.path.join(KERNELS, "sm90"), target, ignore=shutil.ignore_patterns("__pycache__"))
-    path = os.path.join(target, "step08_persistent.py")
+    path = os.path.join(target, "step11_beyond_the_seed.py")
     with open(path) as f:
         src = f.read()
     with open(path, "w") as f:
@@ -162,7 +162,7 @@ def to_record(row: dict, env: dict, command: str, date: str) -> dict:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", nargs="+", default=["sm90/8", "sm90/10"], help="STEP[:FIELD=VALUE,...] of step 8 on")
+    p.add_argument("--steps", nargs="+", default=["sm90/11"], help="STEP[:FIELD=VALUE,...] of step 11")
     p.add_argument("--shapes", nargs="+", default=["2048", "4096"])
     p.add_argument("--launches", type=int, default=30)
     p.add_argument("--out", default=None)

@@ -43,4 +43,6 @@ def test_unknown_step(capsys):
 
 def test_list(capsys):
     assert cli.main(["list", "--arch", "sm90"]) == 0
+    assert capsys.readouterr().out.count("adds:") == 11  # the seed's ten steps and "beyond the seed"
+    assert cli.main(["list", "--arch", "sm100"]) == 0
     assert capsys.readouterr().out.count("adds:") == 10

@@ -38,10 +38,10 @@ def test_swizzle_needs_fewer_tma_copies():
 
 
 def test_persistent_schedule_divides_with_fast_dividers():
-    """Step 8's schedule is worked out with dividers prepared on the host (a multiply-high and
+    """Step 11's schedule is worked out with dividers prepared on the host (a multiply-high and
     shifts per division): the 32-bit divisions left are the row raster's (first tile and loop) and
     the finisher's helper range, not the ten the per-cluster schedule used to make."""
-    ptx = arch.compile_step(ladder.get("sm90/8"), target="sm_90a").ptx
+    ptx = arch.compile_step(ladder.get("sm90/11"), target="sm_90a").ptx
     divisions = len(re.findall(r"^\s*(?:@%?!?\w+\s+)?(?:div|rem)\.[su]32", ptx, flags=re.M))
     assert divisions <= 4, divisions
     assert inspect.ptx_count(ptx, "mul.hi.u32") >= 4
@@ -60,7 +60,7 @@ def test_static_shape_class_compiles():
 @pytest.mark.parametrize("shape_class", ["2048x2048x4096", "8192x4096x28672"])
 def test_persistent_step_compiles_for_static_shapes(shape_class):
     """The schedule's host-side constants are Python ints when the shapes are static."""
-    art = arch.compile_step(ladder.get("sm90/10"), target="sm_90a", shape_class=shape_class)
+    art = arch.compile_step(ladder.get("sm90/11"), target="sm_90a", shape_class=shape_class)
     assert "wgmma" in art.ptx
 
 
@@ -78,8 +78,8 @@ def test_sass_classes_are_readable():
     assert inspect.classify("STG.E") == "global load/store"
 
 
-def test_timeline_tool_still_finds_its_points_in_step_8():
-    """scripts/gpu_timeline.py instruments a copy of step 8 by anchor lines; a kernel edit that
+def test_timeline_tool_still_finds_its_points_in_step_11():
+    """scripts/gpu_timeline.py instruments a copy of step 11 by anchor lines; a kernel edit that
     removes one must update the tool, not break it on the GPU machine."""
     import importlib.util
     import os
@@ -88,11 +88,11 @@ def test_timeline_tool_still_finds_its_points_in_step_8():
     spec = importlib.util.spec_from_file_location("gpu_timeline", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    source = open(os.path.join(os.path.dirname(ladder.get("sm90/8").load().__file__), "step08_persistent.py")).read()
+    source = open(ladder.get("sm90/11").load().__file__).read()
     instrumented = tool.instrument(source)
     assert instrumented.count("self.stamp(mPartials, ") == len(tool.POINTS)
-    compile(instrumented, "step08_instrumented.py", "exec")  # still Python
-    row = {"shape": (2048, 2048, 2048), "step": "sm90/10", "config": {}, "launches": 3, "event_us": 27.0,
+    compile(instrumented, "step11_instrumented.py", "exec")  # still Python
+    row = {"shape": (2048, 2048, 2048), "step": "sm90/11", "config": {}, "launches": 3, "event_us": 27.0,
            "last_exit_us": 24.4, "points_us": {name: 1.0 for _, name, *_ in tool.POINTS}}
     record = tool.to_record(row, {"gpu": "NVIDIA H200"}, "python3 scripts/gpu_timeline.py", "2026-11-30T00:00:00+00:00")
     assert record["kind"] == "timeline" and record["shape"] == {"m": 2048, "n": 2048, "k": 2048}

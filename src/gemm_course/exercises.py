@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Optional
 
 
 def attempt(check, *answers, **options):
@@ -461,10 +462,12 @@ def check_gilbert_tile(tiles_m: int, tiles_n: int, index: int, tile) -> str:
     return f"right: index {index} of the {tiles_m} x {tiles_n} Gilbert order is tile {actual}"
 
 
-def check_sweep_geomean(value: float, step: str = "sm90/10", records=None) -> str:
-    """The geometric mean over the newest sweep of ``step`` of its ratio to cuBLAS (``ratio_to_cublas``)."""
-    from . import bench, viz
+def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:
+    """The geometric mean over the newest sweep of ``step`` (the final Hopper step by default) of its
+    ratio to cuBLAS (``ratio_to_cublas``)."""
+    from . import bench, ladder, viz
 
+    step = step or ladder.final("sm90").key
     sweep = viz.latest_sweep(bench.load_records() if records is None else records, step)
     assert sweep, f"no sweep record of {step} under results/"
     actual = viz.geomean(r["ratio_to_cublas"] for r in sweep)

@@ -96,7 +96,7 @@ _ANY_MN = "any M; N and K multiples of 8"
 _HOPPER_TMA = (_MMA, _TMA, _BAR, _GMEM)  # steps 2-3: TMA in, fragments straight out
 _HOPPER_TMA_STORE = (_MMA, _TMA, _BAR, _SMEM)  # step 4 on: the epilogue goes through shared memory
 _HOPPER_WS = ("wgmma.mma_async", "setmaxnreg.inc", "multicast::cluster")  # steps 7-10
-_HOPPER_SK = _HOPPER_WS + ("ld.acquire.gpu", "st.release.gpu")  # steps 8-10: stream-K hand-over flags
+_HOPPER_SK = _HOPPER_WS + ("ld.acquire.gpu", "st.release.gpu")  # step 11: stream-K hand-over flags
 _BLACKWELL = (
     "tcgen05.mma.cta_group::1",
     "tcgen05.alloc",
@@ -209,13 +209,12 @@ _STEPS = [
         "sm90",
         f"{_K}.sm90.step08_persistent",
         "Persistent kernel with a static tile scheduler",
-        "one CTA per SM loops over cluster-tiles c, c+G, c+2G, ... in row-raster order; the "
-        "producer publishes each tile to the consumers; a last partial wave is split along K "
-        "over every cluster (stream-K tail); the epilogue stages half a tile per TMA store",
+        "one CTA per SM for the whole GEMM: cluster c computes cluster-tiles c, c+G, c+2G, ... in "
+        "row-raster order, with step 7's loop over the CTA's tiles",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        ptx_markers=_HOPPER_SK,
-        knobs=(("stages", (3, 4)), ("epi_n", (32, 128)), ("stream_k", (False, True))),
+        ptx_markers=_HOPPER_WS,
+        knobs=(("stages", (3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
     Step(
         9,
@@ -226,7 +225,7 @@ _STEPS = [
         "touches fewer A and B panels",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        ptx_markers=_HOPPER_SK,
+        ptx_markers=_HOPPER_WS,
         knobs=(("group", (1, 2, 4, 8, 16)),),
     ),
     Step(
@@ -238,8 +237,21 @@ _STEPS = [
         "the kernel, keeping every wave of tiles compact in both directions",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        ptx_markers=_HOPPER_SK,
+        ptx_markers=_HOPPER_WS,
         knobs=(("stages", (3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
+    ),
+    Step(
+        11,
+        "sm90",
+        f"{_K}.sm90.step11_beyond_the_seed",
+        "Beyond the seed: tile hand-over, a short epilogue, a stream-K tail, GPC-aware places",
+        "the producer hands each tile to the consumers through shared memory; half a tile per TMA "
+        "store; the last partial wave's K loops are split over every cluster; each GPC's clusters "
+        "take neighbouring places on the curve",
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
+        ptx_markers=_HOPPER_SK,
+        knobs=(("stages", (3, 4)), ("epi_n", (32, 128)), ("stream_k", (False, True))),
     ),
     Step(
         2,
@@ -369,6 +381,11 @@ for _arch in ladder:
 def steps(arch: Optional[str] = None) -> list:
     archs = [arch] if arch else list(ladder)
     return [s for a in archs for s in ladder.get(a, {}).values()]
+
+
+def final(arch: str = "sm90") -> Step:
+    """The last, fastest step of an architecture's ladder (the one the sweeps measure)."""
+    return steps(arch)[-1]
 
 
 def get(key) -> Step:

@@ -61,24 +61,15 @@ class Gemm(parent.Gemm):
     def launch_options(self) -> dict:
         return {"min_blocks_per_mp": 1}  # a register cap at launch, so setmaxnreg can move registers
 
-    # ---- device side: which tiles this CTA computes (later steps change only these) -----------
-
-    def num_tiles(self, mC: cute.Tensor):
-        return 1  # one CTA, one tile (the grid covers C)
-
-    def tile_coord(self, i, mC: cute.Tensor):
-        bidx, bidy, _ = cute.arch.block_idx()
-        return (bidx, bidy, None)
-
     # ---- device side: one method per role -----------------------------------------------------
 
     @cute.jit
     def produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
         """Producer warp: stream K tiles k_begin .. k_end - 1 of one output tile through the stages.
 
-        The pipeline state runs on across tiles (its stage index and phase), so the K-tile
-        coordinate is the loop counter, not the state's count. States are returned, not mutated
-        in place: the tracer follows locals only.
+        The K-tile coordinate is the loop counter, not the state's count (a state that runs on
+        across tiles, from step 7 on, counts them all). States are returned, not mutated in place:
+        the tracer follows locals only.
         """
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
         for k_tile in cutlass.range(k_begin, k_end, unroll=1):
@@ -162,31 +153,26 @@ class Gemm(parent.Gemm):
         tidx, warp_idx, warpgroup_idx = self.roles(tma_atom_a, tma_atom_b)
         storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(a_smem_layout, b_smem_layout, epi_smem_layout)
 
+        bidx, bidy, _ = cute.arch.block_idx()
+        tile_coord = (bidx, bidy, None)
+        num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
         if warpgroup_idx == 0:
-            # producer warpgroup: one warp issues every TMA load, tile after tile
+            # producer warpgroup: one warp issues every TMA load
             cute.arch.setmaxregister_decrease(self.config.producer_registers)
             if warp_idx == 0:
                 load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-                num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
-                for i in cutlass.range(self.num_tiles(mC), unroll=1):
-                    tile_coord = self.tile_coord(i, mC)
-                    load_state = self.produce_tile(
-                        mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, 0, num_k_tiles
-                    )
+                load_state = self.produce_tile(
+                    mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, 0, num_k_tiles
+                )
                 mainloop_pipeline.producer_tail(load_state)
         else:
-            # consumer warpgroups: wgmma, then the epilogue, tile after tile
+            # consumer warpgroups: wgmma over the K tiles, then the epilogue
             cute.arch.setmaxregister_increase(self.config.consumer_registers)
             tCrA, tCrB, accumulators, read_state, release_state, store_pipeline = self.consumer_setup(tiled_mma, sA, sB, sC)
-            num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
-            for i in cutlass.range(self.num_tiles(mC), unroll=1):
-                read_state, release_state = self.consume_tile(
-                    mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, num_k_tiles
-                )
-                tile_coord = self.tile_coord(i, mC)  # only the epilogue needs it: not before the first wgmma
-                self.epilogue_tma(
-                    tiled_mma, accumulators, tma_atom_c, mC, sC, tile_coord, store_pipeline, self.consumer_threads, WARPGROUP
-                )
+            self.consume_tile(mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, num_k_tiles)
+            self.epilogue_tma(
+                tiled_mma, accumulators, tma_atom_c, mC, sC, tile_coord, store_pipeline, self.consumer_threads, WARPGROUP
+            )
             if tidx == WARPGROUP:
                 store_pipeline.producer_tail()
         cute.arch.cluster_arrive_relaxed()

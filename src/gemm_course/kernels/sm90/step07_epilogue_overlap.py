@@ -10,9 +10,8 @@ Parent: step 6. Key differences:
 * The TMA stores are *asynchronous*: consumers only wait for a staging buffer to be read
   before refilling it, and for all stores once, before the CTA exits - not at every tile.
 
-Only the tile schedule changes in the code (``grid``, ``num_tiles``, ``tile_coord``): step 6
-already wrote its roles as a loop over the CTA's tiles, with one pipeline state carried across
-them.
+In the code: the kernel's roles become loops over the CTA's tiles (``num_tiles``, ``tile_coord``),
+each pipeline state carried from one tile to the next, and the grid shrinks (``grid``).
 
 Expected: a tile's epilogue (128x256 outputs, ~2 us) was exposed once per tile in step 6, and
 so was the pipeline fill at each tile start; both are now hidden for all but the CTA's first
@@ -23,10 +22,13 @@ Accepts: any M; N and K multiples of 8.
 
 import dataclasses
 
+import cutlass
 import cutlass.cute as cute
+import cutlass.pipeline as pipeline
 
 from . import step06_warp_specialized as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
+from .step05_cluster_multicast import WARPGROUP
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,3 +58,50 @@ class Gemm(parent.Gemm):
         cn = self.cluster_shape_mnk[1]
         cluster_tile_n = (bidy // cn) * self.config.tiles_per_cta + i
         return (bidx, cluster_tile_n * cn + bidy % cn, None)
+
+    @cute.kernel
+    def kernel(
+        self,
+        tiled_mma: cute.TiledMma,
+        tma_atom_a: cute.CopyAtom,
+        mA: cute.Tensor,
+        tma_atom_b: cute.CopyAtom,
+        mB: cute.Tensor,
+        tma_atom_c: cute.CopyAtom,
+        mC: cute.Tensor,
+        a_smem_layout: cute.ComposedLayout,
+        b_smem_layout: cute.ComposedLayout,
+        epi_smem_layout: cute.ComposedLayout,
+    ):
+        tidx, warp_idx, warpgroup_idx = self.roles(tma_atom_a, tma_atom_b)
+        storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(a_smem_layout, b_smem_layout, epi_smem_layout)
+
+        if warpgroup_idx == 0:
+            # producer warpgroup: one warp issues every TMA load, tile after tile
+            cute.arch.setmaxregister_decrease(self.config.producer_registers)
+            if warp_idx == 0:
+                load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
+                for i in cutlass.range(self.num_tiles(mC), unroll=1):
+                    tile_coord = self.tile_coord(i, mC)
+                    load_state = self.produce_tile(
+                        mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, 0, num_k_tiles
+                    )
+                mainloop_pipeline.producer_tail(load_state)
+        else:
+            # consumer warpgroups: wgmma, then the epilogue, tile after tile
+            cute.arch.setmaxregister_increase(self.config.consumer_registers)
+            tCrA, tCrB, accumulators, read_state, release_state, store_pipeline = self.consumer_setup(tiled_mma, sA, sB, sC)
+            num_k_tiles = cute.ceil_div(mA.shape[1], self.tile_mnk[2])
+            for i in cutlass.range(self.num_tiles(mC), unroll=1):
+                read_state, release_state = self.consume_tile(
+                    mainloop_pipeline, read_state, release_state, tiled_mma, accumulators, tCrA, tCrB, num_k_tiles
+                )
+                tile_coord = self.tile_coord(i, mC)  # only the epilogue needs it: not before the first wgmma
+                self.epilogue_tma(
+                    tiled_mma, accumulators, tma_atom_c, mC, sC, tile_coord, store_pipeline, self.consumer_threads, WARPGROUP
+                )
+            if tidx == WARPGROUP:
+                store_pipeline.producer_tail()
+        cute.arch.cluster_arrive_relaxed()
+        cute.arch.cluster_wait()
