@@ -1,4 +1,4 @@
-"""``gemm-course`` / ``python -m gemm_course``: doctor, list, inspect, check, bench."""
+"""``gemm-course`` / ``python -m gemm_course``: doctor, list, inspect, source, diff, check, bench."""
 
 from __future__ import annotations
 
@@ -167,6 +167,23 @@ def cmd_bench(args):
     return 0
 
 
+def cmd_source(args):
+    from . import source
+
+    print(source.flatten(ladder.get(args.step)), end="")
+    return 0
+
+
+def cmd_diff(args):
+    from . import source
+
+    step = ladder.get(args.step)
+    added, removed = source.changed_lines(step)
+    print(f"# {step.key} against {getattr(source.parent(step), 'key', 'nothing')}: +{added} -{removed} lines")
+    print(source.diff(step, context=args.context), end="")
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="gemm-course", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -185,6 +202,15 @@ def build_parser():
     i.add_argument("--sass", action="store_true", help="print the SASS listing")
     i.add_argument("--ptx", action="store_true", help="print the PTX")
     i.set_defaults(fn=cmd_inspect)
+
+    s = sub.add_parser("source", help="a step as one listing: every config field and method, inheritance resolved")
+    s.add_argument("step")
+    s.set_defaults(fn=cmd_source)
+
+    df = sub.add_parser("diff", help="what a step changes against its parent (flattened, code only)")
+    df.add_argument("step")
+    df.add_argument("--context", type=int, default=3)
+    df.set_defaults(fn=cmd_diff)
 
     c = sub.add_parser("check", help="GPU: correctness on random shapes with poisoned outputs")
     c.add_argument("step")

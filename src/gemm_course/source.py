@@ -1,0 +1,128 @@
+"""A step as one complete listing, and as its change against its parent.
+
+Each step's kernel file holds only what its chapter adds: the class ``Gemm`` subclasses the
+previous step's and overrides a few methods. :func:`flatten` resolves the inheritance: the step's
+``Config`` with every field (and the step that introduced it), then every method its ``Gemm``
+uses, each from the step that defines it last. :func:`diff` compares the flattened parent with
+the flattened step, so the diff is the chapter's idea and nothing else; :func:`changed_lines`
+counts it. ``gemm-course source STEP`` and ``gemm-course diff STEP`` print them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import textwrap
+from typing import Optional
+
+from . import ladder
+
+_SKIP = {"__dict__", "__weakref__", "__module__", "__doc__", "__qualname__", "__annotations__"}
+
+
+def parent(step) -> Optional[ladder.Step]:
+    """The step this one is written against: the previous step of the same architecture."""
+    step = ladder.get(step)
+    if step.number <= 2:
+        return None  # step 2 starts from scratch (step 1 is a different kind of kernel)
+    return ladder.ladder[step.arch].get(step.number - 1)
+
+
+def _defining_step(obj) -> str:
+    module = getattr(obj, "__module__", "") or ""
+    for s in ladder.steps():
+        if s.module_name == module:
+            return s.key
+    return module.rpartition(".")[2]
+
+
+def _config_lines(step) -> list:
+    config_cls = step.load().Config
+    lines = [f"class Config:  # {step.key}, every field resolved"]
+    defaults = step.default
+    introduced = {}
+    for cls in reversed(config_cls.__mro__):
+        for name in getattr(cls, "__annotations__", {}):
+            introduced.setdefault(name, _defining_step(cls))
+    for f in dataclasses.fields(defaults):
+        lines.append(f"    {f.name} = {getattr(defaults, f.name)!r}  # from {introduced.get(f.name, '?')}")
+    return lines
+
+
+def _methods(step) -> dict:
+    """``{name: (defining step, source)}`` of every method ``Gemm`` has, most-derived definition."""
+    gemm = step.load().Gemm
+    out = {}
+    for cls in gemm.__mro__:
+        if cls is object:
+            continue
+        for name, value in cls.__dict__.items():
+            if name in _SKIP or name in out:
+                continue
+            func = getattr(value, "__func__", value)  # staticmethod / classmethod
+            func = getattr(func, "__wrapped__", func)  # cute.jit / cute.kernel keep the original here
+            if not callable(func):
+                out[name] = (_defining_step(cls), f"{name} = {value!r}")
+                continue
+            try:
+                src = textwrap.dedent(inspect.getsource(func))
+            except (OSError, TypeError):
+                continue
+            out[name] = (_defining_step(cls), src.rstrip())
+    return out
+
+
+def flatten(step) -> str:
+    """The step as one listing: docstring, resolved Config, and each ``Gemm`` member tagged with its step."""
+    step = ladder.get(step)
+    mod = step.load()
+    head = [f"# {step.key}: {step.title}", f'"""{(mod.__doc__ or "").strip()}"""', ""]
+    body = _config_lines(step) + ["", "", f"class Gemm:  # {step.key}, inheritance resolved"]
+    members = _methods(step)
+    attributes = sorted((n, v) for n, v in members.items() if "\n" not in v[1] and not v[1].lstrip().startswith(("def ", "@")))
+    methods = [(n, v) for n, v in members.items() if (n, v) not in attributes]
+    for name, (where, src) in attributes:
+        body.append(f"    {src}  # from {where}")
+    for name, (where, src) in sorted(methods, key=lambda item: _order(item[0])):
+        body.append("")
+        body.append(f"    # ---- {name}, from {where}")
+        body += ["    " + line if line else "" for line in src.splitlines()]
+    return "\n".join(head + body) + "\n"
+
+
+def _order(name: str) -> tuple:
+    # host side first, then the kernel, then the device helpers alphabetically
+    rank = {"__init__": 0, "__call__": 1, "launch_kernel": 2, "kernel": 3}
+    return (rank.get(name, 4), name)
+
+
+def _code_only(listing: str) -> list:
+    """The flattened listing without its docstring and provenance tags: what a diff should compare."""
+    _, _, rest = listing.partition('"""')
+    _, _, rest = rest.partition('"""')
+    out = []
+    for line in rest.splitlines():
+        line = line.split("  # from ")[0].split(", from ")[0]
+        out.append((line.split("  #")[0] if line.startswith("class ") else line).rstrip())
+    return out
+
+
+def diff(step, context: int = 3) -> str:
+    """Unified diff of the flattened parent against the flattened step (code only)."""
+    step = ladder.get(step)
+    base = parent(step)
+    if base is None:
+        return f"# {step.key} has no parent in the ladder: gemm-course source {step.key} shows it whole\n"
+    lines = difflib.unified_diff(
+        _code_only(flatten(base)), _code_only(flatten(step)), fromfile=base.key, tofile=step.key, lineterm="", n=context
+    )
+    return "\n".join(lines) + "\n"
+
+
+def changed_lines(step) -> tuple:
+    """(lines added, lines removed) of :func:`diff`."""
+    text = diff(step, context=0).splitlines()
+    added = sum(1 for line in text if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in text if line.startswith("-") and not line.startswith("---"))
+    return added, removed

@@ -1,0 +1,45 @@
+"""`gemm-course source` and `diff`: a step flattened, and its change against its parent."""
+
+import ast
+
+import pytest
+
+from gemm_course import cli, ladder, source
+
+
+@pytest.mark.parametrize("key", ["sm90/3", "sm90/8", "sm90/11", "sm100/5", "sm100/10"])
+def test_flattened_listing_is_python_with_every_member(key):
+    step = ladder.get(key)
+    text = source.flatten(step)
+    ast.parse(text)  # a listing a reader can also paste into an editor
+    gemm = step.load().Gemm
+    for name in ("kernel", "__call__"):
+        assert f"    # ---- {name}, from" in text
+    for field in step.default.__dataclass_fields__:
+        assert f"    {field} = " in text
+    assert f"from {key}" in text or key in text
+    assert gemm.__name__ == "Gemm"
+
+
+def test_diff_of_an_order_step_is_its_order_only():
+    """Step 9 changes the tile order and adds its knob; nothing else."""
+    text = source.diff("sm90/9", context=0)
+    changed = [line for line in text.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert any("grouped_tile" in line for line in changed) and any("group = 8" in line for line in changed)
+    assert all("group" in line or "raster" in line.lower() or "index" in line or not line[1:].strip() for line in changed), changed
+
+
+def test_diff_sizes_follow_the_chapters():
+    """A layout-only step changes a handful of lines; the pipeline steps change many."""
+    added3, removed3 = source.changed_lines("sm100/3")
+    assert added3 + removed3 <= 10
+    assert sum(source.changed_lines("sm100/5")) > 100
+    assert source.parent("sm100/2") is None and source.parent("sm100/5").key == "sm100/4"
+
+
+def test_cli_source_and_diff(capsys):
+    assert cli.main(["source", "sm100/7"]) == 0
+    assert "def mma_tile" in capsys.readouterr().out
+    assert cli.main(["diff", "sm100/7"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# sm100/7 against sm100/6: +") and "+    acc_stages = 2" in out
