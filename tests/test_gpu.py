@@ -45,8 +45,8 @@ def test_gpc_order_is_a_permutation_and_every_tile_is_computed():
 
     clusters = step08_persistent.max_clusters(2)
     assert sorted(placement.cluster_order(2, clusters)) == list(range(clusters))
-    step = ladder.get("sm90/9")  # grouped order, knob turned on (step 10 has it on by default)
-    config = step.config(gpc_order=True)
+    step = ladder.get("sm90/11")  # gpc_order on by default; the grouped order too
+    config = step.config(gpc_order=True, stream_k=False)
     results = run.check(step, [(4096, 4096, 512), (2048, 8192, 136), (8192, 4096, 1000)], config, seed=5)
     bad = [str(r) for r in results if not r.ok]
     assert not bad, bad
@@ -88,7 +88,7 @@ def test_bench_record_has_same_run_cublas(tmp_path):
 
 
 @pytest.mark.skipif(arch.machine().target != "sm_90a", reason="the stream-K tail is in the Hopper steps")
-@pytest.mark.parametrize("key", ["sm90/8", "sm90/10"])
+@pytest.mark.parametrize("key", ["sm90/11"])
 def test_stream_k_tail_is_correct_launch_after_launch(key):
     """Shapes whose last wave is split along K (hand-over through the workspace), launched three
     times on one workspace: every launch must leave the flags ready for the next."""
@@ -114,3 +114,139 @@ def test_stream_k_tail_is_correct_launch_after_launch(key):
             torch.cuda.synchronize()
             assert relative_error(c, ref) < run.TOLERANCE
         assert int(launch.workspace[1].abs().sum()) == 0  # every flag reset by its finisher
+
+
+# ---------------------------------------------------------------------------------------------
+# Blackwell (sm_100a): what the generic random-shape test above does not reach
+# ---------------------------------------------------------------------------------------------
+
+sm100 = pytest.mark.skipif(arch.machine().target != "sm_100a", reason="a Blackwell kernel: needs sm_100a")
+
+
+def _ids(value):  # "sm100/9", "group=16", "default"
+    return value if isinstance(value, str) else ",".join(f"{k}={v}" for k, v in value.items()) or "default"
+
+
+PARTIAL = [(200, 264, 136), (1000, 1000, 1000), (129, 520, 72), (65, 264, 8), (1, 8, 8)]  # M % 128, N % 256 != 0
+
+
+def _check_sm100(key, shapes, config=None, seed=0):
+    """Every shape must be one the step accepts (a refusal must not pass as a test), then checked."""
+    from gemm_course.problem import GemmProblem
+
+    step = ladder.get(key)
+    config = step.default if config is None else config
+    for shape in shapes:
+        ok, why = step.can_implement(GemmProblem(*shape), config)
+        assert ok, (key, shape, why)
+    results = run.check(step, shapes, config, seed=seed)
+    bad = [str(r) for r in results if not r.ok]
+    assert not bad, (config, bad)
+
+
+@sm100
+@pytest.mark.parametrize("key", ["sm100/2", "sm100/3"])
+def test_sm100_k_not_a_multiple_of_the_k_tile(key):
+    """K = 72 and 200: the last 64-wide K tile is partial; TMA zero-fills it and the MMAs run over it."""
+    _check_sm100(key, [(128, 256, 72), (192, 512, 200), (64, 256, 8)], seed=3)
+
+
+@sm100
+@pytest.mark.parametrize("key,fields", [(f"sm100/{n}", {}) for n in range(4, 11)] + [("sm100/4", {"tile_m": 128})],
+                         ids=_ids)
+def test_sm100_partial_tiles_are_clipped_by_the_tma_store(key, fields):
+    """M not a multiple of 128 and N not a multiple of 256: the TMA store must write only inside C."""
+    step = ladder.get(key)
+    _check_sm100(key, PARTIAL, step.config(**fields), seed=11)
+
+
+@sm100
+@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(5, 11)])
+@pytest.mark.parametrize("cluster", [(2, 1), (2, 2), (4, 1), (4, 2)], ids=lambda c: f"cluster{c[0]}x{c[1]}")
+def test_sm100_every_cluster_shape_on_a_ragged_grid(key, cluster):
+    """CTA grids (tiles of 128 x 256) that are not multiples of the cluster: 5 x 3, 9 x 5, 1 x 1 tiles,
+    so whole CTAs of a cluster (even a pair's peer) have no rows or no columns of C."""
+    step = ladder.get(key)
+    config = step.config(cluster_m=cluster[0], cluster_n=cluster[1])
+    _check_sm100(key, [(640, 768, 200), (1100, 1032, 72), (128, 256, 64)], config, seed=21)
+
+
+@sm100
+@pytest.mark.parametrize("tiles_per_cta", [1, 2, 4], ids=lambda v: f"tiles_per_cta={v}")
+@pytest.mark.parametrize("acc_stages", [1, 2], ids=lambda v: f"acc_stages={v}")
+def test_sm100_step7_tiles_per_cta_and_accumulators(tiles_per_cta, acc_stages):
+    """6, 10 and 2 tiles along N: a CTA at the right edge gets fewer than tiles_per_cta."""
+    step = ladder.get("sm100/7")
+    config = step.config(tiles_per_cta=tiles_per_cta, acc_stages=acc_stages)
+    _check_sm100("sm100/7", [(640, 1288, 200), (256, 2312, 136), (300, 264, 64)], config, seed=31)
+
+
+CLC_FEW = [(256, 256, 64), (512, 512, 1000)]  # 1 and 4 clusters, all resident: every try_cancel fails
+CLC_MANY = [(8192, 8192, 256), (8000, 8104, 136)]  # ~1000 clusters: most tiles come from cancellations
+
+
+@sm100
+@pytest.mark.parametrize("key,fields", [("sm100/8", {}), ("sm100/8", {"clc_stages": 2}), ("sm100/9", {}),
+                                        ("sm100/9", {"group": 1}), ("sm100/9", {"group": 16}), ("sm100/10", {})],
+                         ids=_ids)
+def test_sm100_clc_grids_below_one_wave_and_of_many_waves(key, fields):
+    """Cluster launch control: fewer tiles than SMs (cancellations fail at once) and many waves
+    (they win), each launched three times on one launcher, output poisoned before each."""
+    import torch
+
+    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+
+    step = ladder.get(key)
+    config = step.config(**fields)
+    pairs_at_once = torch.cuda.get_device_properties(0).multi_processor_count // (config.cluster_m * config.cluster_n)
+    clusters = lambda m, n: -(-m // (128 * config.cluster_m)) * -(-n // (256 * config.cluster_n))  # noqa: E731
+    assert all(clusters(m, n) < pairs_at_once for m, n, _ in CLC_FEW)
+    assert all(clusters(m, n) > 4 * pairs_at_once for m, n, _ in CLC_MANY)
+    for m, n, k in CLC_FEW + CLC_MANY:
+        a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
+        ref = reference(a, b)
+        launch = run.prepare(step, a, b, c, config)
+        for _ in range(3):
+            c.fill_(float("nan"))
+            launch()
+            torch.cuda.synchronize()
+            assert relative_error(c, ref) < run.TOLERANCE, (key, config, (m, n, k))
+
+
+@sm100
+@pytest.mark.parametrize("key,shape", [
+    ("sm100/2", (100, 256, 64)),  # M not a multiple of 64: step 2 stores whole tiles
+    ("sm100/3", (64, 200, 64)),  # N not a multiple of 256
+    *[(f"sm100/{n}", (128, 100, 64)) for n in range(4, 11)],  # N not a multiple of 8: C's rows for TMA
+    ("sm100/10", (128, 256, 100)),  # K not a multiple of 8: A's and B's rows
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v)
+def test_sm100_refused_shapes_raise_before_launch(key, shape):
+    """The refusal comes before any launch: the poisoned output is left untouched."""
+    import torch
+
+    from gemm_course.problem import GemmInputError
+
+    m, n, k = shape
+    a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(n, k, device="cuda").to(torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(GemmInputError, match="step 4" if key in ("sm100/2", "sm100/3") else "multiple of 8"):
+        run.gemm(key, a, b, c)
+    torch.cuda.synchronize()
+    assert torch.isnan(c).all()
+
+
+@sm100
+def test_sm100_refused_config_raises_before_launch():
+    """Three 256-column accumulators do not fit in tensor memory's 512 columns: refused, not launched."""
+    import torch
+
+    from gemm_course.problem import GemmInputError
+
+    step = ladder.get("sm100/7")
+    a = torch.randn(256, 64, device="cuda").to(torch.bfloat16)
+    b = torch.randn(256, 64, device="cuda").to(torch.bfloat16)
+    c = torch.full((256, 256), float("nan"), device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(GemmInputError, match="tensor memory"):
+        run.gemm(step, a, b, c, step.config(acc_stages=3))
+    assert torch.isnan(c).all()

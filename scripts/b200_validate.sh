@@ -1,0 +1,155 @@
+#!/bin/bash
+# The B200 kit: validate and time the Blackwell ladder (sm100/1..10) on a B200 in one command, and
+# leave the records where the book reads them. From anywhere:
+#   bash scripts/b200_validate.sh OUT        (or: make b200 OUT=...)
+# Phases, each logged under OUT: the GPU check (any other GPU, or none, stops at once with exit 2),
+# doctor, the sm100 GPU tests, compute-sanitizer on steps 5-8, the ladder at 4096^3 and 8192^3
+# against cuBLAS, the final step over gpu_ladder.sh's sweep, the records copied into results/<gpu>/
+# (results/nvidia-b200/ on a B200), then a table. Wrong outputs skip the timing: numbers of a
+# wrong kernel are worthless. Exit 0: all passed; 1: something failed (OUT/status.log); 2: no B200.
+# Knobs: PY (default .venv/bin/python, else python3), NAIVE=0 skips step 1, FINAL_STEP (sm100/10),
+# DRY_RUN=1 prints each phase's command and runs nothing after the check.
+set -u
+out=${1:?usage: scripts/b200_validate.sh OUT_DIR}
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2  # absolute: the script moves to the repo root
+cd "$(dirname "$0")/.." || exit 2
+if [ -z "${PY:-}" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+final=${FINAL_STEP:-sm100/10}
+dry=${DRY_RUN:-0}
+: > "$out/status.log"
+
+# 1. The GPU, before anything long. The Python check prints one paragraph and exits 2 if it refuses.
+$PY -m gemm_course.b200 check > "$out/gpu_check.log" 2>&1
+rc=$?
+cat "$out/gpu_check.log"
+if [ $rc != 0 ]; then
+  if [ $rc != 2 ]; then  # the check itself broke (no torch, wrong python): still not a validated B200
+    echo "b200_validate.sh stops: the GPU check could not run with PY=$PY (exit $rc, output above); run" \
+      "'make setup' or set PY to the environment's python. This kit needs a B200-class GPU (sm_100a)." \
+      "Hopper owners: scripts/gpu_ladder.sh OUT reproduces the course's H100/H200 records." | tee -a "$out/gpu_check.log"
+  fi
+  echo "gpu_check: refused (exit $rc)" >> "$out/status.log"
+  exit 2
+fi
+echo "gpu_check: ok" >> "$out/status.log"
+dest=results/$($PY -m gemm_course.b200 slug)
+
+failed=0
+phase() {  # phase NAME LIMIT_S CMD...: run CMD (output shown and kept in OUT/NAME.log); sets $rc
+  local name=$1 limit=$2
+  shift 2
+  local shown=${*//"$out"/OUT}  # logs name no folder of this machine: they are meant to be published
+  echo
+  echo "== $name: $shown"
+  if [ "$dry" = 1 ]; then
+    rc=0
+    echo "$name: dry run: $shown" >> "$out/status.log"
+    return
+  fi
+  local t0=$SECONDS res
+  # --foreground: Ctrl-C still reaches the command; a hung kernel is stopped at the limit
+  timeout --foreground --kill-after=60 "$limit" "$@" 2>&1 | tee "$out/$name.log"
+  rc=${PIPESTATUS[0]}
+  case $rc in
+    0) res=ok ;;
+    124 | 137) res="FAILED: timed out after $limit s (a kernel may hang)" ;;
+    *) res="FAILED (exit $rc)" ;;
+  esac
+  echo "$name: $res ($((SECONDS - t0)) s): $shown" >> "$out/status.log"
+}
+fail() {  # fail NAME WHY: mark a phase failed after the fact
+  failed=1
+  echo "$1: FAILED: $2" >> "$out/status.log"
+}
+
+# 2. Provenance: versions and which steps run here; the driver's own view of the GPU.
+phase doctor 600 $PY -m gemm_course doctor
+[ $rc = 0 ] || failed=1
+if command -v nvidia-smi > /dev/null 2>&1; then
+  phase nvidia_smi 120 nvidia-smi -q > /dev/null  # long: kept in the log only
+  [ $rc = 0 ] || failed=1
+fi
+
+# 3. Correctness: every sm100 step on random and ragged shapes with poisoned outputs against a
+# float32 reference, plus the Blackwell-specific tests (K tails, partial tiles, cluster shapes,
+# step 7's knobs, CLC grids, refusals). The Hopper-only tests are deselected.
+phase pytest_gpu 5400 $PY -m pytest -q -m gpu -k "not sm90" -rfEs -p no:cacheprovider \
+  --junitxml="$out/pytest_gpu.xml" tests/test_gpu.py
+correct=1
+if [ "$dry" != 1 ]; then
+  if [ $rc != 0 ]; then
+    correct=0
+    failed=1
+  elif ! grep -Eq "[0-9]+ passed" "$out/pytest_gpu.log"; then
+    fail pytest_gpu "no GPU test ran (all skipped?): nothing is validated"
+    correct=0
+  fi
+fi
+
+# 4. compute-sanitizer on small shapes of steps 5-8. Any memcheck failure and any wrong output
+# count as incorrect; other racecheck/synccheck failures are reported but do not stop the timing,
+# since they may be the tools not seeing through a TMA or tcgen05 hand-over (OUT/sanitize_*.log).
+if command -v compute-sanitizer > /dev/null 2>&1; then
+  for tool in memcheck racecheck synccheck; do
+    phase "sanitize_$tool" 1800 compute-sanitizer --tool "$tool" --error-exitcode 86 \
+      $PY scripts/b200_sanitize.py "$tool"
+    if [ "$dry" != 1 ] && [ $rc != 0 ]; then
+      failed=1
+      if [ "$tool" = memcheck ] || grep -q " FAIL$" "$out/sanitize_$tool.log"; then correct=0; fi
+    fi
+  done
+else
+  echo
+  echo "compute-sanitizer is not on PATH: the sanitizer phase is skipped (it ships with the CUDA toolkit," \
+    "in its bin/ folder)." | tee "$out/sanitize.log"
+  echo "sanitize: skipped (compute-sanitizer not on PATH)" >> "$out/status.log"
+fi
+
+# 5. Timing, only if everything above computed the right numbers.
+if [ $correct = 1 ]; then
+  steps="sm100/2 sm100/3 sm100/4 sm100/5 sm100/6 sm100/7 sm100/8 sm100/9 sm100/10"
+  [ "${NAIVE:-1}" = 0 ] || steps="sm100/1 $steps"
+  phase ladder 5400 $PY -m gemm_course bench $steps --shapes 4096 8192 --out "$out" --tag ladder
+  [ $rc = 0 ] || failed=1
+  # the sweep of scripts/gpu_ladder.sh: squares and LLM shapes (M = 8192 tokens)
+  llm=""
+  for n in 4096 6144 14336 28672; do for k in 4096 6144 14336 28672; do llm="$llm 8192x${n}x${k}"; done; done
+  phase sweep 5400 $PY -m gemm_course bench "$final" --shapes 2048 4096 8192 12288 16384 $llm --rounds 5 \
+    --out "$out" --tag sweep
+  [ $rc = 0 ] || failed=1
+  # 6. Into results/<gpu>/, where bench.load_records (and so the book) reads them.
+  phase copy 300 $PY -m gemm_course.b200 copy "$out"
+  [ $rc = 0 ] || failed=1
+else
+  echo
+  echo "Correctness failed: the benchmarks are skipped and nothing is copied under results/." \
+    | tee "$out/skipped.log"
+  grep -hE "^(FAILED|ERROR) |FAIL$|SUMMARY: [1-9]" "$out"/pytest_gpu.log "$out"/sanitize_*.log 2>/dev/null \
+    | head -30 | tee -a "$out/skipped.log"
+  echo "ladder, sweep, copy: skipped (correctness failed)" >> "$out/status.log"
+fi
+
+# 7. What happened, the numbers, and how to send them.
+$PY -m gemm_course.b200 redact "$out" "$PWD"
+echo
+echo "== status (OUT/status.log)"
+cat "$out/status.log"
+if [ "$dry" != 1 ] && [ $correct = 1 ]; then
+  echo
+  echo "== records (OUT/summary.log): TFLOP/s (median) and ratio to cuBLAS timed in the same run"
+  $PY -m gemm_course.b200 table "$out" 2>&1 | tee "$out/summary.log"
+fi
+echo
+if [ $correct = 1 ]; then
+  echo "To contribute: open a pull request on the course's repository that adds the new JSON files of"
+  echo "$dest/ (the book's figures read every record under results/) and the logs OUT/*.log as"
+  echo "results/logs/<date>_b200_<name>.log; say which cloud instance ran them. (OUT = $out)"
+else
+  echo "To report: open an issue or a pull request on the course's repository with the logs OUT/*.log"
+  echo "(as results/logs/<date>_b200_<name>.log): they show what a B200 does with the Blackwell steps."
+  echo "(OUT = $out)"
+fi
+exit $failed

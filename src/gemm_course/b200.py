@@ -1,0 +1,200 @@
+"""The B200 kit's Python side (``scripts/b200_validate.sh``): is device 0 a B200, where its records
+go, and the short table the kit prints last.
+
+    python -m gemm_course.b200 check         # exit 0 on sm_100a, else 2 with a message saying why
+    python -m gemm_course.b200 slug          # this GPU's folder under results/ (as bench names it)
+    python -m gemm_course.b200 copy OUT      # OUT/*.json -> results/<gpu>/ (checked records only)
+    python -m gemm_course.b200 table OUT     # the ladder and the sweep, one line per step
+    python -m gemm_course.b200 redact OUT REPO   # OUT's logs name OUT, REPO and ~, not this machine's folders
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import statistics
+import sys
+from typing import Optional
+
+from . import arch
+
+# Tests only: "NAME,MAJOR.MINOR[,SMS]" (or "none") stands in for device 0 in check and slug, so the
+# refusal and the dry run can be tried on a machine without a B200.
+PRETEND = "GEMM_COURSE_PRETEND_GPU"
+TARGET = "sm_100a"
+HINT = "Hopper owners: scripts/gpu_ladder.sh OUT reproduces the course's H100/H200 records."
+
+
+def present_machine() -> arch.Machine:
+    text = os.environ.get(PRETEND)
+    if not text:
+        return arch.machine()
+    if text.strip().lower() == "none":
+        return arch.Machine(None, None, None, None)
+    name, cc, *rest = [part.strip() for part in text.split(",")]
+    capability = tuple(int(v) for v in cc.split("."))
+    return arch.Machine(name, capability, int(rest[0]) if rest else None, arch._target_for_capability(capability))
+
+
+def _why_no_gpu() -> str:
+    """The reason PyTorch sees no GPU: a missing or CPU-only torch reads very differently from no driver."""
+    try:
+        import torch
+    except Exception as e:
+        return f"PyTorch cannot be imported by {sys.executable} ({type(e).__name__}): run `make setup` or activate the environment"
+    if torch.version.cuda is None:
+        return f"PyTorch {torch.__version__} is a CPU-only build; a CUDA build is needed, see book/setup.md"
+    return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: check that nvidia-smi lists one "
+            "and that CUDA_VISIBLE_DEVICES does not hide it")
+
+
+def check_machine(machine: Optional[arch.Machine] = None) -> tuple:
+    """(ok, message): whether device 0 is a B200-class GPU (compute capability 10.0 or 10.3, target sm_100a)."""
+    m = present_machine() if machine is None else machine
+    if m.target == TARGET:
+        return True, f"device 0: {m.describe()}. B200-class: running the kit."
+    if not m.has_gpu:
+        found = "no CUDA GPU is visible here" + ("" if machine is not None or os.environ.get(PRETEND) else f" ({_why_no_gpu()})")
+    else:
+        cc = ".".join(map(str, m.capability))
+        found = f"device 0 is {m.gpu_name} (compute capability {cc}, course target {m.target or 'none'})"
+    message = (
+        f"b200_validate.sh stops: {found}. This kit validates and times the Blackwell ladder (sm100/1..10) and "
+        f"needs a B200-class GPU as device 0: compute capability 10.0 or 10.3, target {TARGET}; nothing was run "
+        f"and nothing was written under results/. {HINT}"
+    )
+    return False, message
+
+
+def slug(machine: Optional[arch.Machine] = None) -> str:
+    """The folder bench writes this GPU's records to by default (``results/<slug>/``): 'nvidia-b200' on a B200."""
+    from .bench import gpu_slug
+
+    m = present_machine() if machine is None else machine
+    return gpu_slug(m.gpu_name or "unknown-gpu")
+
+
+def _record_files(out: str) -> list:
+    return sorted(glob.glob(os.path.join(out, "*.json")))
+
+
+def copy_records(out: str, results_dir: Optional[str] = None) -> list:
+    """Copy each bench file of ``out`` into ``results/<gpu-slug>/`` (where bench.load_records reads them).
+
+    A file with a record whose output failed the check is not copied: numbers of a wrong kernel are
+    worthless. Returns [(source, destination or None, why)].
+    """
+    from .bench import RESULTS_DIR, gpu_slug
+    from .run import TOLERANCE
+
+    results_dir = results_dir or RESULTS_DIR
+    done = []
+    for path in _record_files(out):
+        with open(path) as f:
+            records = json.load(f).get("records", [])
+        if not records:
+            done.append((path, None, "no records"))
+            continue
+        bad = [r for r in records if not (r.get("rel_error", float("inf")) < TOLERANCE)]
+        if bad:
+            done.append((path, None, f"{len(bad)} record(s) with rel. error >= {TOLERANCE}: not copied"))
+            continue
+        folder = os.path.join(results_dir, gpu_slug(records[0].get("gpu") or "unknown-gpu"))
+        os.makedirs(folder, exist_ok=True)
+        dest = os.path.join(folder, os.path.basename(path))
+        if os.path.exists(dest):
+            done.append((path, dest, "already there"))
+            continue
+        shutil.copy2(path, dest)
+        done.append((path, dest, "copied"))
+    return done
+
+
+def table(out: str) -> str:
+    """The ladder (TFLOP/s and ratio to cuBLAS per shape) and a one-line summary of each sweep."""
+    records = []
+    for path in _record_files(out):
+        with open(path) as f:
+            tag = os.path.basename(path).rsplit(".", 1)[0].split("_", 1)[-1]
+            records += [dict(r, _tag=tag) for r in json.load(f).get("records", []) if r.get("kind") == "bench"]
+    if not records:
+        return "no bench records under OUT"
+    lines = []
+    ladder_recs = [r for r in records if r["_tag"] != "sweep"]
+    if ladder_recs:
+        shapes = sorted({(r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) for r in ladder_recs})
+        head = "".join(f"  {'x'.join(map(str, s)):>16} {'ratio':>6}" for s in shapes)
+        lines.append(f"{'step':<10}{head}")
+        by = {(r["step"], (r["shape"]["m"], r["shape"]["n"], r["shape"]["k"])): r for r in ladder_recs}
+        steps = sorted({r["step"] for r in ladder_recs}, key=lambda k: (k.split("/")[0], int(k.split("/")[1])))
+        for step in steps:
+            cells = ""
+            for s in shapes:
+                r = by.get((step, s))
+                cells += f"  {r['tflops']['median']:16.1f} {r['ratio_to_cublas']:6.3f}" if r else f"  {'-':>16} {'-':>6}"
+            lines.append(f"{step:<10}{cells}")
+        cublas = {s: statistics.median(r["cublas_tflops"]["median"] for k, r in by.items() if k[1] == s) for s in shapes}
+        lines.append(f"{'cuBLAS':<10}" + "".join(f"  {cublas[s]:16.1f} {'':>6}" for s in shapes))
+    for step in sorted({r["step"] for r in records if r["_tag"] == "sweep"}):
+        sweep = [r for r in records if r["_tag"] == "sweep" and r["step"] == step]
+        ratios = sorted((r["ratio_to_cublas"], "x".join(str(r["shape"][d]) for d in "mnk")) for r in sweep)
+        lines.append(
+            f"sweep {step}: {len(sweep)} shapes, ratio to cuBLAS median {statistics.median(v for v, _ in ratios):.3f}, "
+            f"min {ratios[0][0]:.3f} ({ratios[0][1]}), max {ratios[-1][0]:.3f} ({ratios[-1][1]})"
+        )
+    worst = max(records, key=lambda r: r.get("rel_error", 0.0))
+    lines.append(f"largest rel. error vs float32: {worst['rel_error']:.1e} ({worst['step']})")
+    return "\n".join(lines)
+
+
+def redact_logs(out: str, repo: str) -> list:
+    """Replace the folders of this machine in ``out``'s logs by OUT, REPO and ~ (the logs are meant
+    to be published with the records, which already name no folder). Returns the files changed."""
+    pairs = [(os.path.abspath(out), "OUT"), (os.path.abspath(repo), "REPO"), (os.path.expanduser("~"), "~")]
+    pairs = [(old, new) for old, new in pairs if len(old) > 1]  # never replace a bare "/"
+    changed = []
+    for path in sorted(glob.glob(os.path.join(out, "*.log")) + glob.glob(os.path.join(out, "*.xml"))):
+        with open(path, errors="replace") as f:
+            text = f.read()
+        new_text = text
+        for old, new in sorted(pairs, key=lambda p: -len(p[0])):  # the longest first: OUT may lie in REPO or ~
+            new_text = new_text.replace(old, new)
+        if new_text != text:
+            with open(path, "w") as f:
+                f.write(new_text)
+            changed.append(path)
+    return changed
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv else ""
+    if command == "check":
+        ok, message = check_machine()
+        print(message, file=sys.stdout if ok else sys.stderr)
+        return 0 if ok else 2
+    if command == "slug":
+        print(slug())
+        return 0
+    if command == "copy" and len(argv) == 2:
+        from .bench import RESULTS_DIR
+
+        done = copy_records(argv[1])
+        for src, dest, why in done:  # the destination as load_records names it: results/<gpu>/<file>
+            where = f" -> {os.path.relpath(dest, os.path.dirname(RESULTS_DIR))}" if dest else ""
+            print(f"{os.path.basename(src)}: {why}{where}")
+        return 1 if any(d is None and why != "no records" for _, d, why in done) else 0
+    if command == "redact" and len(argv) == 3:
+        redact_logs(argv[1], argv[2])
+        return 0
+    if command == "table" and len(argv) == 2:
+        print(table(argv[1]))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""The B200 kit on a machine without a B200: scripts/b200_validate.sh refuses quickly and cleanly,
+its GPU check tells a B200 from a Hopper GPU, its dry run plans the right phases, and its record
+copy and table work on records shaped like bench's."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gemm_course import arch, b200, bench
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "b200_validate.sh"
+B200 = arch.Machine("NVIDIA B200", (10, 0), 148, "sm_100a")
+H200 = arch.Machine("NVIDIA H200", (9, 0), 132, "sm_90a")
+
+not_on_a_b200 = pytest.mark.skipif(arch.machine().target == "sm_100a", reason="on a B200 the kit would really run")
+
+
+def _results_listing():
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").rglob("*"))
+
+
+def _run_kit(tmp_path, **env):
+    """The script as a reader runs it, with this interpreter; results/ redirected and watched."""
+    results = tmp_path / "results"
+    full_env = {k: v for k, v in os.environ.items() if k not in (b200.PRETEND, "DRY_RUN")}
+    full_env.update(PY=sys.executable, GEMM_COURSE_RESULTS=str(results), **env)
+    before = _results_listing()
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out")], capture_output=True, text=True, env=full_env,
+                          timeout=120)
+    seconds = time.monotonic() - t0
+    assert _results_listing() == before, "the kit wrote under results/"
+    assert not results.exists() or not any(results.rglob("*")), "the kit wrote under GEMM_COURSE_RESULTS"
+    return proc, seconds
+
+
+def test_script_parses():
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+
+
+@not_on_a_b200
+def test_refuses_this_machine_quickly(tmp_path):
+    proc, seconds = _run_kit(tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert seconds < 60
+    text = proc.stdout + proc.stderr
+    assert "b200_validate.sh stops:" in text and "sm_100a" in text
+    assert "Hopper owners: scripts/gpu_ladder.sh" in text
+    assert (tmp_path / "out" / "status.log").read_text().startswith("gpu_check: refused")
+
+
+def test_refuses_an_h200_with_the_hopper_hint(tmp_path):
+    proc, seconds = _run_kit(tmp_path, GEMM_COURSE_PRETEND_GPU="NVIDIA H200,9.0,132")
+    assert proc.returncode == 2 and seconds < 60
+    message = proc.stdout.strip()
+    assert "\n" not in message  # one paragraph, and nothing after it
+    assert "device 0 is NVIDIA H200 (compute capability 9.0, course target sm_90a)" in message
+    assert "compute capability 10.0 or 10.3" in message
+    assert "Hopper owners: scripts/gpu_ladder.sh" in message
+
+
+@pytest.mark.parametrize("machine,ok", [
+    (B200, True),
+    (arch.Machine("NVIDIA B300", (10, 3), 148, "sm_100a"), True),
+    (H200, False),
+    (arch.Machine("NVIDIA GeForce RTX 5090", (12, 0), 170, None), False),
+    (arch.Machine(None, None, None, None), False),
+])
+def test_check_machine(machine, ok):
+    passed, message = b200.check_machine(machine)
+    assert passed is ok
+    if ok:
+        assert "sm_100a" in message
+    else:
+        assert "Hopper owners: scripts/gpu_ladder.sh" in message and "10.0 or 10.3" in message
+        assert (machine.gpu_name or "no CUDA GPU") in message
+
+
+def test_pretended_gpu_goes_through_the_arch_table(monkeypatch):
+    monkeypatch.setenv(b200.PRETEND, "NVIDIA B200,10.0,148")
+    assert b200.present_machine() == B200 and b200.check_machine()[0]
+    assert b200.slug() == "nvidia-b200"
+    monkeypatch.setenv(b200.PRETEND, "NVIDIA H200,9.0")
+    assert b200.present_machine().target == "sm_90a" and not b200.check_machine()[0]
+    monkeypatch.setenv(b200.PRETEND, "none")
+    assert not b200.present_machine().has_gpu
+
+
+def _sweep_shapes_of(script_text):
+    squares = re.search(r"--shapes (2048 4096 8192 12288 16384) \$llm", script_text).group(1).split()
+    (loop,) = re.findall(r"for n in ([\d ]+); do for k in ([\d ]+); do", script_text)
+    return squares + [f"8192x{n}x{k}" for n in loop[0].split() for k in loop[1].split()]
+
+
+def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
+    fake_bin = tmp_path / "bin"  # a compute-sanitizer on PATH, so the dry run plans the sanitizer too
+    fake_bin.mkdir()
+    (fake_bin / "compute-sanitizer").write_text("#!/bin/sh\nexit 99\n")
+    (fake_bin / "compute-sanitizer").chmod(0o755)
+    proc, _ = _run_kit(tmp_path, GEMM_COURSE_PRETEND_GPU="NVIDIA B200,10.0,148", DRY_RUN="1",
+                       PATH=f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    phases = re.findall(r"^== (\w+): (.*)$", out, flags=re.M)
+    names = [name for name, _ in phases if name != "nvidia_smi"]  # planned only where nvidia-smi exists
+    assert names == ["doctor", "pytest_gpu", "sanitize_memcheck", "sanitize_racecheck", "sanitize_synccheck",
+                     "ladder", "sweep", "copy"]
+    cmd = dict(phases)
+    assert "-m pytest -q -m gpu -k not sm90" in cmd["pytest_gpu"] and "tests/test_gpu.py" in cmd["pytest_gpu"]
+    for tool in ("memcheck", "racecheck", "synccheck"):
+        assert f"compute-sanitizer --tool {tool}" in cmd[f"sanitize_{tool}"]
+        assert f"scripts/b200_sanitize.py {tool}" in cmd[f"sanitize_{tool}"]
+    ladder_cmd = cmd["ladder"].split()
+    assert [a for a in ladder_cmd if a.startswith("sm")] == [f"sm100/{n}" for n in range(1, 11)]
+    assert "--shapes 4096 8192 " in cmd["ladder"] and "--tag ladder" in cmd["ladder"]
+    sweep = cmd["sweep"].split()
+    assert sweep[sweep.index("bench") + 1] == "sm100/10" and "--tag" in sweep
+    shapes = sweep[sweep.index("--shapes") + 1:sweep.index("--rounds")]
+    assert shapes == _sweep_shapes_of(SCRIPT.read_text()) == _sweep_shapes_of((ROOT / "scripts" / "gpu_ladder.sh").read_text())
+    assert len(shapes) == 21
+    assert "results/nvidia-b200/" in out and "pull request" in out and "OUT/*.log" in out
+
+
+def test_sanitizer_plan_covers_steps_5_to_8_with_partial_tiles_and_many_clusters():
+    import importlib.util
+
+    from gemm_course import ladder
+    from gemm_course.problem import GemmProblem
+
+    spec = importlib.util.spec_from_file_location("b200_sanitize", ROOT / "scripts" / "b200_sanitize.py")
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    for tool in ("racecheck", "synccheck", "memcheck"):
+        plan = driver.plan(tool)
+        assert {key for key, _ in plan} == {"sm100/5", "sm100/6", "sm100/7", "sm100/8"}
+        for key, shape in plan:
+            assert ladder.get(key).can_implement(GemmProblem(*shape))[0], (key, shape)
+        # more pair-clusters than a B200 (148 SMs) holds at once, so CLC cancellations succeed
+        assert any(key == "sm100/8" and (m // 256) * (n // 256) > 148 // 2 for key, (m, n, _) in plan)
+    assert any(m % 128 and n % 256 for _, (m, n, _) in driver.plan("memcheck"))
+
+
+def _record(step, shape, tflops, cublas, rel_error=3e-3, gpu="NVIDIA B200"):
+    m, n, k = shape
+    return {"schema": 1, "kind": "bench", "step": step, "shape": {"m": m, "n": n, "k": k}, "gpu": gpu,
+            "date": "2027-01-01T00:00:00+00:00", "tflops": {"median": tflops}, "cublas_tflops": {"median": cublas},
+            "ratio_to_cublas": tflops / cublas, "rel_error": rel_error, "config": None,
+            "protocol": {"rounds": 5, "repeats": 100}}
+
+
+def _write(folder, name, records):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps({"schema": 1, "records": records}))
+
+
+def test_copy_puts_records_where_the_book_reads_them(tmp_path):
+    out, results = tmp_path / "out", tmp_path / "results"
+    _write(out, "20270101T000000Z_ladder.json", [_record("sm100/10", (4096,) * 3, 1500.0, 1600.0)])
+    _write(out, "20270101T000100Z_sweep.json", [_record("sm100/10", (2048,) * 3, 900.0, 1000.0, rel_error=0.5)])
+    done = {os.path.basename(src): (dest, why) for src, dest, why in b200.copy_records(str(out), str(results))}
+    dest, why = done["20270101T000000Z_ladder.json"]
+    assert why == "copied" and Path(dest) == results / "nvidia-b200" / "20270101T000000Z_ladder.json"
+    assert done["20270101T000100Z_sweep.json"][0] is None  # a wrong output: not copied
+    loaded = bench.load_records(str(results))
+    assert [r["step"] for r in loaded] == ["sm100/10"] and loaded[0]["_file"].startswith("results/nvidia-b200/")
+    assert b200.copy_records(str(out), str(results))[0][2] == "already there"
+
+
+def test_table_lists_the_ladder_and_the_sweep(tmp_path):
+    records = [_record(f"sm100/{n}", (s,) * 3, 100.0 * n, 1500.0) for n in (1, 2, 10) for s in (4096, 8192)]
+    _write(tmp_path, "20270101T000000Z_ladder.json", records)
+    _write(tmp_path, "20270101T000100Z_sweep.json",
+           [_record("sm100/10", (2048,) * 3, 900.0, 1000.0), _record("sm100/10", (8192, 4096, 28672), 1500.0, 1400.0)])
+    text = b200.table(str(tmp_path))
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["step", "4096x4096x4096", "ratio"]
+    assert [line.split()[0] for line in lines[1:5]] == ["sm100/1", "sm100/2", "sm100/10", "cuBLAS"]
+    assert "sweep sm100/10: 2 shapes" in text and "min 0.900 (2048x2048x2048)" in text
+
+
+def test_makefile_target_calls_the_script():
+    out = subprocess.run(["make", "-n", "b200", "OUT=somewhere"], cwd=ROOT, capture_output=True, text=True)
+    assert "scripts/b200_validate.sh \"somewhere\"" in out.stdout
+
+
+def test_logs_name_no_folder_of_this_machine(tmp_path):
+    out, repo = tmp_path / "repo" / "out", tmp_path / "repo"
+    out.mkdir(parents=True)
+    (out / "pytest_gpu.log").write_text(f"generated xml file: {out}/pytest_gpu.xml\n{repo}/.venv/bin/python -m pytest\n")
+    (out / "ladder.json").write_text(f'"{out}"')  # records are not logs: left alone
+    assert b200.redact_logs(str(out), str(repo)) == [str(out / "pytest_gpu.log")]
+    assert (out / "pytest_gpu.log").read_text() == "generated xml file: OUT/pytest_gpu.xml\nREPO/.venv/bin/python -m pytest\n"
+    assert (out / "ladder.json").read_text() == f'"{out}"'
+
+
+FAKE_PY = r'''#!/bin/bash
+# Stands in for python in the kit's phases: the kit's own Python (gemm_course.b200) runs for real,
+# the GPU phases are faked; FAKE_FAIL=1 makes a GPU test fail.
+case "$*" in
+  "-m gemm_course.b200"*) exec "$REAL_PY" "$@" ;;
+  "-m gemm_course doctor") echo "machine     NVIDIA B200 (fake)" ;;
+  "-m pytest"*)
+    if [ "${FAKE_FAIL:-0}" = 1 ]; then echo "FAILED tests/test_gpu.py::test_x - wrong"; echo "1 failed, 3 passed"; exit 1; fi
+    echo "4 passed" ;;
+  "-m gemm_course bench"*)
+    exec "$REAL_PY" -c '
+import json, sys
+args = sys.argv[4:]
+steps = args[:args.index("--shapes")]
+shapes = args[args.index("--shapes") + 1:]
+shapes = [s for s in shapes[:next((i for i, s in enumerate(shapes) if s.startswith("--")), len(shapes))]]
+out, tag = args[args.index("--out") + 1], args[args.index("--tag") + 1]
+recs = []
+for st in steps:
+    for sh in shapes:
+        m, n, k = (sh.split("x") + [sh, sh])[:3] if "x" in sh else (sh, sh, sh)
+        recs.append({"kind": "bench", "step": st, "gpu": "NVIDIA B200", "shape": {"m": int(m), "n": int(n), "k": int(k)},
+                     "tflops": {"median": 1000.0}, "cublas_tflops": {"median": 1250.0}, "ratio_to_cublas": 0.8,
+                     "rel_error": 3e-3, "date": "2027-01-01"})
+json.dump({"schema": 1, "records": recs}, open(f"{out}/20270101T00000{len(tag)}Z_{tag}.json", "w"))
+print(f"wrote {len(recs)} records")
+' "$@" ;;
+  *) echo "unexpected: $*"; exit 3 ;;
+esac
+'''
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["tests-pass", "a-test-fails"])
+def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
+    """Everything but the GPU: phases in order, the gate on correctness, records copied into
+    results/nvidia-b200/ (here under GEMM_COURSE_RESULTS), the table last, logs free of folders."""
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PY)
+    fake.chmod(0o755)
+    tools = tmp_path / "bin"  # only the shell tools the script uses: no nvidia-smi, no compute-sanitizer
+    tools.mkdir()
+    for tool in ("mkdir", "dirname", "cat", "tee", "timeout", "grep", "head"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    results = tmp_path / "results"
+    env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "PATH")}
+    env.update(PY=str(fake), REAL_PY=sys.executable, GEMM_COURSE_RESULTS=str(results), FAKE_FAIL="1" if fail else "0",
+               GEMM_COURSE_PRETEND_GPU="NVIDIA B200,10.0,148", PATH=str(tools))
+    out = tmp_path / "out"
+    proc = subprocess.run([shutil.which("bash"), str(SCRIPT), str(out)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    status = (out / "status.log").read_text()
+    if fail:
+        assert proc.returncode == 1
+        assert "pytest_gpu: FAILED (exit 1)" in status and "ladder, sweep, copy: skipped" in status
+        assert "FAILED tests/test_gpu.py::test_x" in (out / "skipped.log").read_text()
+        assert not results.exists() and not list(out.glob("*.json"))
+        return
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [line.split(":")[0] for line in status.splitlines()] == [
+        "gpu_check", "doctor", "pytest_gpu", "sanitize", "ladder", "sweep", "copy"]
+    copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
+    assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 2
+    assert len(bench.load_records(str(results))) == 10 * 2 + 21
+    tail = proc.stdout[proc.stdout.index("== records"):]
+    assert "sm100/10" in tail and "sweep sm100/10: 21 shapes" in tail and "pull request" in tail
+    for log in out.glob("*.log"):  # (the fake python's own folder would be a real one's, e.g. /usr/bin)
+        assert str(out) not in log.read_text() and str(results) not in log.read_text(), log.name
