@@ -181,8 +181,9 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     message = not have and not live_by_step
     if message:
         where = f" on {gpu}" if gpu else ""
-        ax.text(0.5, 0.96, f"No measured record for {arch} at {m}x{n}x{k}{where} exists yet\n"
-                "(the project's H200 runs will add them under results/)",
+        how = ("compiled, not run: the B200 kit (scripts/b200_validate.sh) writes these records"
+               if arch == "sm100" else "scripts/gpu_ladder.sh on an H100/H200 writes these records")
+        ax.text(0.5, 0.96, f"No measured record for {arch} at {m}x{n}x{k}{where} exists yet\n({how})",
                 transform=ax.transAxes, ha="center", va="top", fontsize=10,
                 bbox={"boxstyle": "round", "facecolor": "#fff3cd", "edgecolor": "#c9a227"})
 
@@ -1550,11 +1551,12 @@ def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the g
                              "in the order their tiles take in each wave.")
 
 
-def latest_sweep(records: Sequence[dict], step: str = "sm90/10") -> list:
-    """The records of ``step`` (default config) in the newest results file whose name says ``sweep``
-    (newest: the file holding the latest record date)."""
+def latest_sweep(records: Sequence[dict], step: Optional[str] = None) -> list:
+    """The records of ``step`` (default config; default: the final Hopper step) in the newest results
+    file whose name says ``sweep`` (newest: the file holding the latest record date)."""
     from . import bench, ladder
 
+    step = step or ladder.final("sm90").key
     sweep = [r for r in records if r["step"] == step and bench.has_default_config(r, ladder.get(step)) and "sweep" in r.get("_file", "")]
     if not sweep:
         return []
@@ -1567,10 +1569,12 @@ def geomean(values: Iterable[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def sweep_ratios(records: Sequence[dict], step: str = "sm90/10") -> Figure:
-    """Ratio to cuBLAS (same run) per shape of the newest sweep of ``step``, with the geometric mean."""
-    from . import bench
+def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
+    """Ratio to cuBLAS (same run) per shape of the newest sweep of ``step`` (default: the final
+    Hopper step), with the geometric mean."""
+    from . import bench, ladder
 
+    step = step or ladder.final("sm90").key
     sweep = latest_sweep(records, step)
     fig = _new_figure(11, 4.8)
     ax = fig.add_subplot()
@@ -1606,3 +1610,181 @@ def sweep_ratios(records: Sequence[dict], step: str = "sm90/10") -> Figure:
                  "start at 0)", fontsize=10)
     return _set_caption(fig, f"{bench.provenance(sweep[0])}. Each point: the step's median TFLOP/s over cuBLAS's median "
                              "timed interleaved in the same run.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Blackwell steps 5-8: figures from the CPU twins (gemm_course.sim, gemm_course.kernels.sm100.layouts)
+# ---------------------------------------------------------------------------------------------
+
+_PAGE_WIDTH = 7.0  # inches: these figures are drawn at page width, text at 9 pt or more
+_TEXT_PT = 9
+_CTA_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+
+
+def _readable_caption(fig: Figure, caption: str, width: int = 100) -> Figure:
+    """Attach ``caption`` (``fig.caption``) and print it under the axes at 9 pt."""
+    fig.caption = caption
+    fig.get_layout_engine().set(h_pad=0.05)
+    fig.supxlabel("\n".join(textwrap.fill(p, width) for p in caption.split("\n") if p),
+                  fontsize=_TEXT_PT, ha="left", x=0.01, color="#333333")
+    return fig
+
+
+def _runs(values: Iterable[int]) -> list:
+    """Sorted integers as contiguous runs [(first, last), ...]."""
+    out: list = []
+    for v in sorted(values):
+        if out and v == out[-1][1] + 1:
+            out[-1][1] = v
+        else:
+            out.append([v, v])
+    return [tuple(r) for r in out]
+
+
+def clc_timeline(schedule, title: str = "") -> Figure:
+    """Which resident cluster computed which cluster-tile when, under cluster launch control
+    (a :class:`gemm_course.sim.ClcSchedule`): one row per cluster that launched, one bar per tile,
+    labelled with the tile's index; blue: the cluster's own tile, orange: a tile taken over from a
+    cancelled launch. Triangles mark launches, bars at the right end exits."""
+    clusters = sorted(schedule.launched, key=lambda c: (schedule.launched[c], c))
+    row = {c: i for i, c in enumerate(clusters)}
+    fig = _new_figure(_PAGE_WIDTH, 1.9 + 0.36 * len(clusters))
+    ax = fig.add_subplot()
+    colors = {False: "#4c72b0", True: "#dd8452"}
+    for r in schedule.runs:
+        y = row[r.cluster]
+        ax.add_patch(Rectangle((r.start, y - 0.36), r.end - r.start, 0.72, facecolor=colors[r.taken],
+                               edgecolor="white", linewidth=1.0, gid="run"))
+        ax.text((r.start + r.end) / 2, y, str(r.tile), ha="center", va="center", fontsize=_TEXT_PT,
+                color="white", fontweight="bold")
+    for c in clusters:
+        ax.plot(schedule.launched[c], row[c], marker=">", color="black", markersize=6)
+        if c in schedule.exited:
+            ax.plot(schedule.exited[c], row[c], marker="|", color="black", markersize=12, markeredgewidth=2)
+    ax.set_yticks(range(len(clusters)))
+    ax.set_yticklabels([f"cluster {c}" for c in clusters], fontsize=_TEXT_PT)
+    ax.set_ylim(len(clusters) - 0.5, -0.5)
+    ax.set_xlim(0, schedule.span * 1.03 if schedule.span else 1)
+    ax.set_xlabel("time (model units, not measured)", fontsize=_TEXT_PT)
+    ax.tick_params(labelsize=_TEXT_PT)
+    fig.legend(handles=[Patch(color=colors[False], label="own tile (launched)"),
+                        Patch(color=colors[True], label="taken over (try_cancel)")],
+               fontsize=_TEXT_PT, loc="outside upper center", ncol=2, frameon=False)
+    taken = sum(r.taken for r in schedule.runs)
+    ax.set_title(title or f"{schedule.num_clusters} cluster-tiles, at most {schedule.resident} clusters resident",
+                 fontsize=_TEXT_PT + 1)
+    return _readable_caption(fig, f"Event model of step 8's scheduler (gemm_course.sim.clc_schedule, policy "
+                                  f"'{schedule.policy}'): {len(clusters)} clusters launched and computed "
+                                  f"{len(schedule.runs) - taken} tiles of their own; {taken} launches were "
+                                  "cancelled and their tiles taken over by running clusters. Numbers: the "
+                                  "cluster-tile index.")
+
+
+def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over time (model)") -> Figure:
+    """``plans = {label: gemm_course.sim.TmemPlan}``, one panel each: TMEM columns (up) against time.
+
+    Each accumulator stage is a band of ``tile_n`` columns; a solid bar while the MMA warp writes
+    tile t into it, a hatched bar while the epilogue reads it. Bars of one stage never overlap."""
+    span = max(p.span for p in plans.values())
+    fig = _new_figure(_PAGE_WIDTH, 1.4 + 1.5 * len(plans))
+    axes = np.atleast_1d(fig.subplots(len(plans), 1, sharex=True))
+    tile_colors = [colormaps["tab10"].colors[i] for i in range(10)]
+    for ax, (label, plan) in zip(axes, plans.items()):
+        for iv in plan.intervals:
+            low, high = plan.columns(iv.stage)
+            mma = iv.who == "mma"
+            ax.add_patch(Rectangle((iv.start, low), iv.end - iv.start, high - low, gid=iv.who,
+                                   facecolor=tile_colors[iv.tile % 10], alpha=0.9 if mma else 0.35,
+                                   hatch=None if mma else "//", edgecolor="black", linewidth=0.6))
+            ax.text((iv.start + iv.end) / 2, (low + high) / 2, f"{'MMA' if mma else 'epi'}\nt{iv.tile}",
+                    ha="center", va="center", fontsize=_TEXT_PT)
+        ax.set_ylim(0, max(plan.allocated, plan.acc_stages * plan.tile_n))
+        ax.set_yticks([plan.columns(s)[0] for s in range(plan.acc_stages)] + [plan.allocated])
+        ax.tick_params(labelsize=_TEXT_PT)
+        ax.set_ylabel("TMEM column", fontsize=_TEXT_PT)
+        ax.set_title(f"{label}: {plan.acc_stages} x {plan.tile_n} columns ({plan.allocated} allocated); "
+                     f"{len(plan.of('mma'))} tiles take {plan.span:g}", fontsize=_TEXT_PT + 1, loc="left")
+    axes[-1].set_xlim(0, span * 1.01)
+    axes[-1].set_xlabel("time (model units, not measured)", fontsize=_TEXT_PT)
+    fig.suptitle(title, fontsize=_TEXT_PT + 1)
+    return _readable_caption(fig, "From gemm_course.sim.tmem_plan: tile t uses stage t mod acc_stages; solid: "
+                                  "the MMA warp writes the stage, hatched: the epilogue reads it. With one stage "
+                                  "the next tile's MMAs wait for the epilogue; with two they overlap it.")
+
+
+def cta_pair_split(split: dict, title: str = "") -> Figure:
+    """What each CTA of a ``cta_group::2`` pair holds (``{v: PairShare}`` from
+    :func:`gemm_course.kernels.sm100.layouts.pair_split`): A rows and B rows in its shared memory,
+    and the rows of C in its tensor memory, colored by CTA."""
+    shares = [split[v] for v in sorted(split)]
+    rows_a = 1 + max(r for s in shares for r in s.a_rows)
+    rows_b = 1 + max(r for s in shares for r in s.b_rows)
+    depth = 1 + max(k for s in shares for _, k in s.a)
+    fig = _new_figure(_PAGE_WIDTH, 5.6)
+    ax = fig.add_subplot()
+    k_w = 0.32 * rows_a  # K drawn wider than to scale, room for labels
+    gap = 0.06 * rows_a
+    x0, y0 = k_w + gap, k_w + gap  # C's corner; y grows downwards
+    for s in shares:
+        color = _CTA_COLORS[s.cta % len(_CTA_COLORS)]
+        for first, last in _runs(s.a_rows):
+            ax.add_patch(Rectangle((0, y0 + first), k_w, last - first + 1, facecolor=color, edgecolor="black",
+                                   gid=f"A{s.cta}"))
+            ax.text(k_w / 2, y0 + (first + last) / 2, f"A rows\n{first}-{last}\nCTA {s.cta}", ha="center",
+                    va="center", fontsize=_TEXT_PT, color="white")
+        for first, last in _runs(s.b_rows):
+            ax.add_patch(Rectangle((x0 + first, 0), last - first + 1, k_w, facecolor=color, edgecolor="black",
+                                   gid=f"B{s.cta}"))
+            ax.text(x0 + (first + last) / 2, k_w / 2, f"B rows {first}-{last}\n(C columns)\nCTA {s.cta}",
+                    ha="center", va="center", fontsize=_TEXT_PT, color="white")
+        cols = _runs(s.c_cols)
+        for first, last in _runs(s.c_rows):
+            for c_first, c_last in cols:
+                ax.add_patch(Rectangle((x0 + c_first, y0 + first), c_last - c_first + 1, last - first + 1,
+                                       facecolor=color, alpha=0.35, edgecolor="black", gid=f"C{s.cta}"))
+            lanes = sorted({lane for lane, _ in s.tmem})
+            ax.text(x0 + (cols[0][0] + cols[-1][1]) / 2, y0 + (first + last) / 2,
+                    f"CTA {s.cta}'s accumulator (TMEM lanes {lanes[0]}-{lanes[-1]}):\nC rows {first}-{last}, "
+                    f"columns {cols[0][0]}-{cols[-1][1]}", ha="center", va="center", fontsize=_TEXT_PT)
+    ax.set_xlim(-1, x0 + rows_b + 1)
+    ax.set_ylim(y0 + rows_a + 1, -1)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title or f"One tcgen05.mma.cta_group::2 of {rows_a} x {rows_b} x {depth}: what each CTA holds",
+                 fontsize=_TEXT_PT + 1)
+    return _readable_caption(fig, "From the step's own tiled MMA: get_slice(v).partition_A / partition_B / "
+                                  "partition_C of identity tensors of the pair's tiles (traced for sm_100a), and "
+                                  "the accumulator's TMEM layout. Each CTA holds half of A and half of B, but "
+                                  "all columns of C for its rows.")
+
+
+def multicast_mask_grid(masks: dict, cluster_m: int, cluster_n: int, title: str = "") -> Figure:
+    """TMA multicast masks of a cluster (``{rank: (A mask, B mask)}``, e.g. from
+    :func:`gemm_course.kernels.sm100.layouts.tma_multicast_masks`): for each operand a grid whose
+    row r marks the CTAs that CTA r's load lands in (bit c of its mask)."""
+    size = cluster_m * cluster_n
+    fig = _new_figure(_PAGE_WIDTH, 2.6 + 0.3 * size)
+    axes = fig.subplots(1, 2)
+    names = [f"{r} ({r % cluster_m},{r // cluster_m})" for r in range(size)]
+    for ax, operand, which in zip(axes, ("A", "B"), (0, 1)):
+        for r in range(size):
+            for c in range(size):
+                on = masks[r][which] >> c & 1
+                ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=_CTA_COLORS[r % len(_CTA_COLORS)] if on
+                                       else "white", edgecolor="#999999", linewidth=0.6, gid="bit" if on else None))
+        ax.set_xlim(-0.5, size - 0.5)
+        ax.set_ylim(size - 0.5, -0.5)
+        ax.set_aspect("equal")
+        ax.set_xticks(range(size))
+        ax.set_xticklabels([str(r) for r in range(size)], fontsize=_TEXT_PT)
+        ax.set_yticks(range(size))
+        ax.set_yticklabels(names, fontsize=_TEXT_PT)
+        ax.set_xlabel("receiving CTA rank", fontsize=_TEXT_PT)
+        shared = "along N (same rows of A)" if operand == "A" else "along M (same half of B)"
+        ax.set_title(f"{operand}: shared {shared}", fontsize=_TEXT_PT)
+    axes[0].set_ylabel("issuing CTA: rank (x, y)", fontsize=_TEXT_PT)
+    fig.suptitle(title or f"TMA multicast masks of a {cluster_m} x {cluster_n} cluster of CTA pairs",
+                 fontsize=_TEXT_PT + 1)
+    return _readable_caption(fig, "Rank = x + cluster_m * y; x = place in the pair + 2 * pair along M. A filled "
+                                  "cell: the issuing CTA's TMA load also writes that CTA's shared memory "
+                                  "(create_tma_multicast_mask with the step's own cluster layout).", width=95)

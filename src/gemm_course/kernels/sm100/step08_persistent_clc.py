@@ -20,8 +20,9 @@ Parent: step 7. Key differences:
 * The answer is read before the ``fence.proxy.async.shared::cta`` that orders that generic-proxy
   read before the next asynchronous ``try_cancel`` write; only then is it released.
 
-Expected: at 4096^3 the 128 cluster-tiles of 256 x 256 fill 74 clusters of a B200 (148 SMs)
-1.7 times: the fill and epilogue of every tile but each cluster's first and last are hidden. The
+Expected: at 4096^3 the 256 cluster-tiles of 256 x 256 (2 x 1 clusters) are 3.5 waves of the 74
+clusters a B200 (148 SMs) holds: the fill and epilogue of every tile but each cluster's first and
+last are hidden. The
 seed's companion series ended at 1772 TFLOP/s with CLC, a swizzled order and a TMEM circular
 buffer (cuBLAS 1763 there; quoted).
 
