@@ -46,3 +46,42 @@ def test_list(capsys):
     assert capsys.readouterr().out.count("adds:") == 11  # the seed's ten steps and "beyond the seed"
     assert cli.main(["list", "--arch", "sm100"]) == 0
     assert capsys.readouterr().out.count("adds:") == 10
+
+
+# ---- errors a reader meets: one line each, never a traceback --------------------------------------
+
+
+@pytest.mark.skipif(__import__("gemm_course.arch", fromlist=["machine"]).machine().has_gpu, reason="needs a machine without a GPU")
+@pytest.mark.parametrize("argv", [["check", "sm90/3"], ["bench", "sm90/3", "--shapes", "4096"]])
+def test_gpu_commands_without_a_gpu_say_so(capsys, argv):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs a GPU" in err[0] and "gemm-course inspect sm90/3" in err[0]
+
+
+@pytest.mark.parametrize("bad", ["4096x", "4096x0x8", "big"])
+def test_bad_shape_is_one_error_line(capsys, bad):
+    assert cli.main(["bench", "sm90/3", "--shapes", bad]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def test_unknown_step_is_the_package_error():
+    from gemm_course import ladder
+    from gemm_course.problem import GemmInputError
+
+    with pytest.raises(GemmInputError, match="the ladder has"):
+        ladder.get("sm100/42")
+    with pytest.raises(KeyError):  # still a lookup error for code that catches those
+        ladder.get("hopper/x")
+
+
+def test_piping_into_head_ends_quietly(tmp_path):
+    import subprocess
+    import sys
+
+    cmd = f"{sys.executable} -m gemm_course list | head -1"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
+    assert out.stdout.startswith("sm90/1")

@@ -163,3 +163,15 @@ def test_reference_is_float32_and_matches_definition():
     ref = reference(a, b)
     assert ref.dtype == torch.float32
     assert torch.allclose(ref[2, 3], (a[2].float() * b[3].float()).sum(), rtol=1e-5)
+
+
+def test_output_that_requires_grad_is_refused_inputs_are_read_detached():
+    import torch
+
+    a = torch.randn(64, 64, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(64, 64, dtype=torch.bfloat16, requires_grad=True)
+    assert validate(a, b, device_type="cpu") == GemmProblem(64, 64, 64)  # inputs: accepted
+    c = torch.empty(64, 64, dtype=torch.bfloat16, requires_grad=True)
+    with pytest.raises(GemmInputError, match="requires grad"):
+        validate(a, b, c, device_type="cpu")
+    assert validate(a, b, c.detach(), device_type="cpu")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
 import sys
 import time
@@ -109,7 +110,9 @@ def cmd_check(args):
 
     step = ladder.get(args.step)
     config = _parse_config(step, args.config)
-    shapes = _shapes(args.shapes) if args.shapes else run.shapes_for(step, config, count=args.count)
+    shapes = _shapes(args.shapes) if args.shapes else None
+    run.require_gpu_for(step)
+    shapes = shapes or run.shapes_for(step, config, count=args.count)
     results = run.check(step, shapes, config, seed=args.seed)
     for r in results:
         print(r)
@@ -122,8 +125,12 @@ def cmd_bench(args):
     from . import bench
     from .problem import GemmProblem
 
+    from . import run
+
     steps = [ladder.get(s) for s in args.steps]
     shapes = _shapes(args.shapes)
+    for step in steps:
+        run.require_gpu_for(step)
     argv = sys.argv[1:]
     if "--out" in argv:  # where the file went is not provenance, and may be a machine's path
         i = argv.index("--out")
@@ -236,12 +243,18 @@ def build_parser():
 
 
 def main(argv=None):
+    from .problem import GemmInputError
+
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except KeyError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
+    except GemmInputError as e:  # unknown steps, bad shapes, no GPU: one line, no traceback
+        print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `gemm-course list | head`: the reader has seen enough
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail either
+        return 0
 
 
 if __name__ == "__main__":

@@ -21,8 +21,16 @@ import itertools
 from typing import Iterator, Optional
 
 from .arch import ARCH_TARGET
+from .problem import GemmInputError
 
 ARCH_NAMES = {"sm100": "Blackwell sm_100a", "sm90": "Hopper sm_90a"}
+
+
+class UnknownStep(GemmInputError, KeyError):
+    """A step the ladder does not have (a ``GemmInputError``, and a ``KeyError`` for lookups)."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -403,4 +411,4 @@ def get(key) -> Step:
         return ladder[arch][int(number)]
     except (KeyError, ValueError):
         have = ", ".join(s.key for s in steps())
-        raise KeyError(f"no step {key!r}; the ladder has: {have}") from None
+        raise UnknownStep(f"no step {key!r}; the ladder has: {have}") from None

@@ -203,6 +203,11 @@ def validate(a, b, c=None, *, need_tma: bool = True, device_type: str = "cuda") 
             raise GemmInputError("C shares memory with an input: allocate a separate output tensor.")
     if max(m, n, k) >= 2**31 or m * k >= 2**31 * 8 or n * k >= 2**31 * 8:
         raise GemmInputError(f"problem {m}x{n}x{k} is too large for 32-bit tile coordinates; split it.")
+    if c is not None and c.requires_grad:
+        raise GemmInputError(
+            "C requires grad, but the kernel writes it in place outside autograd: pass an output from "
+            "torch.empty(...) (or c.detach()); A and B may require grad, they are read detached."
+        )
     if need_tma:
         for name, t, ld_name, ld in (("A", a, "K", k), ("B", b, "K", k), ("C", c, "N", n)):
             if t is None:

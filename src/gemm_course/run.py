@@ -16,7 +16,8 @@ from .problem import GemmInputError, GemmProblem, make_inputs, reference, relati
 TOLERANCE = 1e-2  # relative Frobenius error vs float32; bf16 output rounding alone gives ~3e-3
 
 
-def _require_gpu_for(step) -> str:
+def require_gpu_for(step) -> str:
+    """The target to run ``step`` on here, or a ``GemmInputError`` saying why it cannot run."""
     m = arch.machine()
     if not m.has_gpu:
         raise GemmInputError(
@@ -58,11 +59,12 @@ def prepare(step, a, b, c, config=None) -> Launcher:
 
     step = ladder.get(step)
     config = step.default if config is None else config
-    target = _require_gpu_for(step)
+    target = require_gpu_for(step)
     problem = validate(a, b, c, need_tma=not step.any_shape)
     ok, why = step.can_implement(problem, config)
     if not ok:
         raise GemmInputError(f"{step.key} cannot compute {problem.label}: {why}")
+    a, b = a.detach(), b.detach()  # the kernels are not differentiable; DLPack refuses tensors that require grad
     wrap = arch.runtime_operands_any if step.any_shape else arch.runtime_operands
     workspace = tuple(
         torch.zeros(shape, dtype=getattr(torch, dtype), device=a.device) for dtype, shape in arch.workspace_shapes(step, config)
