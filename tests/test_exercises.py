@@ -179,6 +179,8 @@ def test_max_stages_and_register_split_checks():
     assert "4 stages" in exercises.check_max_stages(256, 4)
     assert "6 stages" in exercises.check_max_stages(128, 6)
     _wrong(exercises.check_max_stages, 256, 5, match="227 KiB")
+    _wrong(exercises.check_max_stages, 256, 5, match="too many")
+    _wrong(exercises.check_max_stages, 256, 3, match="too few")
     assert "64512" in exercises.check_consumer_registers(40, 232)
     assert "right" in exercises.check_consumer_registers(24, 240)
     _wrong(exercises.check_consumer_registers, 40, 224, match="so does 232")

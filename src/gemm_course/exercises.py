@@ -355,10 +355,13 @@ def check_max_stages(tile_n: int, stages: int) -> str:
     valid = [n for n in range(1, 33) if s.check_config(s.config(tile_n=tile_n, stages=n))[0]]
     assert valid, f"no stage count is valid with tile_n={tile_n}"
     actual = max(valid)
+    if stages > actual:
+        verdict = "too many: " + s.check_config(s.config(tile_n=tile_n, stages=stages))[1]
+    else:
+        verdict = f"too few: {stages} stages fit, and so does one more"
     assert stages == actual, (
-        f"not {stages}. Hint: a stage holds (tile_m + tile_n) x 64 bf16; the epilogue's staging buffers and "
-        f"3 KiB of barriers and alignment come on top, within 227 KiB. "
-        + s.check_config(s.config(tile_n=tile_n, stages=actual + 1))[1]
+        f"not {stages} ({verdict}). Hint: a stage holds (tile_m + tile_n) x 64 bf16; the epilogue's staging "
+        "buffers and 3 KiB of barriers and alignment come on top, within 227 KiB."
     )
     return f"right: {actual} stages with tile_n={tile_n}; {actual + 1} would not fit"
 
