@@ -120,7 +120,7 @@ if [ $correct = 1 ]; then
   phase sweep 5400 $PY -m gemm_course bench "$final" --shapes 2048 4096 8192 12288 16384 $llm --rounds 5 \
     --out "$out" --tag sweep
   [ $rc = 0 ] || failed=1
-  # 6. Into results/<gpu>/, where bench.load_records (and so the book) reads them.
+  # 6. Into results/<gpu>/, where records.load_records (and so the book) reads them.
   phase copy 300 $PY -m gemm_course.b200 copy "$out"
   [ $rc = 0 ] || failed=1
 else

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import arch, b200, bench
+from gemm_course import arch, b200, records
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "b200_validate.sh"
@@ -169,7 +169,7 @@ def test_copy_puts_records_where_the_book_reads_them(tmp_path):
     dest, why = done["20270101T000000Z_ladder.json"]
     assert why == "copied" and Path(dest) == results / "nvidia-b200" / "20270101T000000Z_ladder.json"
     assert done["20270101T000100Z_sweep.json"][0] is None  # a wrong output: not copied
-    loaded = bench.load_records(str(results))
+    loaded = records.load_records(str(results))
     assert [r["step"] for r in loaded] == ["sm100/10"] and loaded[0]["_file"].startswith("results/nvidia-b200/")
     assert b200.copy_records(str(out), str(results))[0][2] == "already there"
 
@@ -263,7 +263,7 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
         "gpu_check", "doctor", "pytest_gpu", "sanitize", "ladder", "sweep", "copy"]
     copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
     assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 2
-    assert len(bench.load_records(str(results))) == 10 * 2 + 21
+    assert len(records.load_records(str(results))) == 10 * 2 + 21
     tail = proc.stdout[proc.stdout.index("== records"):]
     assert "sm100/10" in tail and "sweep sm100/10: 21 shapes" in tail and "pull request" in tail
     for log in out.glob("*.log"):  # (the fake python's own folder would be a real one's, e.g. /usr/bin)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from gemm_course import bench
+from gemm_course import bench, records
 from gemm_course.problem import GemmProblem
 
 
@@ -35,18 +35,18 @@ def test_records_round_trip_and_latest(tmp_path):
     path = bench.write_records([old, new, _record(step="sm90/2")], "t", out_dir=str(tmp_path / "nvidia-h200"))
     with open(path) as f:
         assert len(json.load(f)["records"]) == 3
-    recs = bench.load_records(str(tmp_path))
+    recs = records.load_records(str(tmp_path))
     assert len(recs) == 3
-    best = bench.latest(recs, "sm90/3", 4096, 4096, 4096)
+    best = records.latest(recs, "sm90/3", 4096, 4096, 4096)
     assert best["tflops"]["median"] == 200.0
-    assert bench.latest(recs, "sm90/3", 8192, 8192, 8192) is None
-    assert "NVIDIA H200" in bench.provenance(best) and "2026-11-30" in bench.provenance(best)
+    assert records.latest(recs, "sm90/3", 8192, 8192, 8192) is None
+    assert "NVIDIA H200" in records.provenance(best) and "2026-11-30" in records.provenance(best)
 
 
 def test_latest_ignores_other_configs(tmp_path):
     r = _record(cfg={"tile_m": 64, "tile_n": 128, "tile_k": 64})
     bench.write_records([r], "t", out_dir=str(tmp_path / "g"))
-    assert bench.latest(bench.load_records(str(tmp_path)), "sm90/3", 4096, 4096, 4096) is None
+    assert records.latest(records.load_records(str(tmp_path)), "sm90/3", 4096, 4096, 4096) is None
 
 
 def test_write_refuses_empty():
@@ -55,7 +55,7 @@ def test_write_refuses_empty():
 
 
 def test_committed_records_have_provenance():
-    for r in bench.load_records():
+    for r in records.load_records():
         for key in ("gpu", "driver", "cuda", "torch", "cutlass_dsl", "date", "shape", "config", "protocol"):
             assert r.get(key) is not None, f"{r['_file']} lacks {key}"
         assert r["rel_error"] < 1e-2

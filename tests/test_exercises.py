@@ -245,6 +245,7 @@ def test_sweep_geomean_check_reads_the_newest_sweep(tmp_path):
     import math
 
     from gemm_course import bench, ladder
+    from gemm_course.records import load_records
 
     def rec(ratio, date):
         return {"schema": 1, "kind": "bench", "step": "sm90/11", "config": dataclasses.asdict(ladder.get("sm90/11").default),
@@ -252,7 +253,7 @@ def test_sweep_geomean_check_reads_the_newest_sweep(tmp_path):
 
     bench.write_records([rec(0.5, "2030-01-01")], "sweep", out_dir=str(tmp_path / "results" / "g" / "a"))
     bench.write_records([rec(0.8, "2030-02-01"), rec(1.25, "2030-02-01")], "sweep", out_dir=str(tmp_path / "results" / "g" / "b"))
-    records = bench.load_records(str(tmp_path / "results"))
+    records = load_records(str(tmp_path / "results"))
     assert "over 2 shapes" in exercises.check_sweep_geomean(math.sqrt(0.8 * 1.25), records=records)
     _wrong(exercises.check_sweep_geomean, (0.8 + 1.25) / 2, "sm90/11", records, match="exp")
     _wrong(exercises.check_sweep_geomean, 1.0, "sm90/11", [], match="no sweep")

@@ -76,7 +76,7 @@ def test_refuses_other_architecture():
 
 
 def test_bench_record_has_same_run_cublas(tmp_path):
-    from gemm_course import bench
+    from gemm_course import bench, records
     from gemm_course.problem import GemmProblem
 
     step = [s for s in _runnable() if not s.any_shape][-1]
@@ -84,7 +84,7 @@ def test_bench_record_has_same_run_cublas(tmp_path):
     assert rec["rel_error"] < 1e-2
     assert rec["cublas_tflops"]["median"] > 50 and rec["tflops"]["median"] > 1
     path = bench.write_records([rec], "pytest", out_dir=str(tmp_path))
-    assert bench.load_records(str(tmp_path.parent)) or path
+    assert records.load_records(str(tmp_path.parent)) or path
 
 
 @pytest.mark.skipif(arch.machine().target != "sm_90a", reason="the stream-K tail is in the Hopper steps")

@@ -1,7 +1,8 @@
 """NOTES.md's measured block is generated from the committed records, never typed."""
 
+from synthetic import bench_record, write_runs
 
-from gemm_course import notes
+from gemm_course import ladder, notes
 
 
 def test_notes_block_matches_records():
@@ -15,3 +16,12 @@ def test_block_lists_every_hopper_step():
     block = notes.measured_block()
     for n in range(1, 11):
         assert f"| sm90/{n} " in block
+
+
+def test_notes_block_reports_the_newest_sweep(tmp_path):
+    final = ladder.final("sm90").key
+    recs = write_runs(tmp_path, {"x_sweep": [bench_record(final, 567.0, 700.0, "2030-02-01", shape=4096),
+                                             bench_record(final, 700.0, 700.0, "2030-02-01", shape=8192)]})
+    block = notes.measured_block(recs)
+    assert f"Sweep of {final} (" in block and "2 shapes): geometric mean of the ratio to cuBLAS 0.900" in block
+    assert "1 of 2 shapes at or above cuBLAS" in block and "| 4096x4096x4096 | 567 | 700 | 0.810 |" in block

@@ -56,7 +56,18 @@ def test_probe_record_and_figure():
     assert sorted(p["places"]) == list(range(66))
     from gemm_course import viz
 
-    assert viz.cluster_placement(record).axes
+    ax = viz.cluster_placement(record).axes[0]
+    n = len(cluster_sms)
+    top = [int(t.get_text()) for t in ax.texts if t.get_position()[1] > 1]
+    bottom = [int(t.get_text()) for t in ax.texts if t.get_position()[1] < 1]
+    assert top == list(range(n)) and bottom == sorted(range(n), key=lambda c: p["places"][c])
+    colour = {round(r.get_x()): tuple(r.get_facecolor()) for r in ax.patches if r.get_y() == 1}  # the top strip
+    sizes = {g: list(p["groups"].values()).count(g) for g in set(p["groups"].values())}
+    known = [c for c in range(n) if sizes[p["groups"][cluster_sms[c]]] > 1]
+    gpc_colours = {}  # a GPC's clusters share one colour; the palette has 9, so more GPCs repeat one
+    for c in known:
+        assert gpc_colours.setdefault(p["groups"][cluster_sms[c]], colour[c]) == colour[c]
+    assert len(set(gpc_colours.values())) == min(len(gpc_colours), 9)
 
 
 def test_coalescer_counters_read_an_ncu_log():

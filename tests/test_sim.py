@@ -1,4 +1,5 @@
-"""CPU models (chapter 3: shared-memory banks; chapters 9-10: L2 reuse of tile orders).
+"""CPU models (chapter 3: shared-memory banks; chapters 5-8: occupancy, the stage pipeline, the
+static persistent schedule; chapters 9-10: L2 reuse of tile orders).
 
 The bank model reads byte offsets from the steps' real layouts; one test checks them against
 the addresses the compiler itself emits for stores into the step's swizzled tile."""
@@ -8,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from gemm_course import ladder, sim
+from gemm_course import ladder, sim, tile_order
 
 KEYS = (sim.ROW_MAJOR, "sm90/2", "sm90/3")
 CM = "core-matrix column"
@@ -250,3 +251,51 @@ def test_smem_traffic_refuses_shapes_wgmma_cannot_tile():
         sim.smem_traffic(96, 256)
     with pytest.raises(ValueError):
         sim.smem_traffic(128, 256, mma_n=96)
+
+
+# ---------------------------------------------------------------------------------------------
+# occupancy, the stage pipeline, the static persistent schedule
+# ---------------------------------------------------------------------------------------------
+
+
+def test_occupancy_arithmetic():
+    four = sim.occupancy(154, 128, 51200)  # step 4: 160 regs x 32 = 5120 per warp -> 12 warps -> 3 CTAs
+    assert four["registers_per_warp"] == 5120 and four["ctas"] == 3 and four["limiter"] == ["registers"]
+    assert four["limits"]["shared memory"] == (228 * 1024) // (51200 + 1024)
+    five = sim.occupancy(154, 256, 67584)
+    assert five["ctas"] == 1 and five["warps_per_sm"] == 8
+    six = sim.occupancy(168, 384, 215040, stages=4)
+    assert six["ctas"] == 1 and set(six["limiter"]) == {"registers", "shared memory"} and six["k_tiles_in_flight"] == 4
+    assert sim.occupancy(32, 128, 228 * 1024)["limits"]["shared memory"] == 0  # more than a CTA may have
+
+
+def test_pipeline_model_follows_the_protocol():
+    serial = sim.pipeline_model(1, 4, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
+    loads = [e for e in serial["events"] if e["kind"] == "load"]
+    mmas = [e for e in serial["events"] if e["kind"] == "mma"]
+    assert [e["start"] for e in loads] == [0.0, 4.0, 8.0, 12.0]  # each load waits for the previous release
+    assert [e["start"] for e in mmas] == [e["end"] for e in loads]  # and the MMA waits for its load
+    assert serial["mma_busy"] == pytest.approx(4 / 16)
+    deep = sim.pipeline_model(4, 8, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
+    assert deep["span"] == pytest.approx(3.0 + 8 * 1.0)  # after the fill the tensor cores never wait
+    for e in deep["events"]:
+        if e["kind"] == "mma":
+            load = next(ld for ld in deep["events"] if ld["kind"] == "load" and ld["label"] == e["label"])
+            assert e["start"] >= load["end"]
+    two_ctas = sim.pipeline_model(4, 6, tiles_per_cta=1, ctas=2)
+    one_cta = sim.pipeline_model(4, 6, tiles_per_cta=2, ctas=1)
+    assert one_cta["span"] < two_ctas["span"] and len(two_ctas["cta_ends"]) == 1
+    assert sum(e["kind"] == "epilogue" for e in one_cta["events"]) == 2
+    with pytest.raises(ValueError):
+        sim.pipeline_model(0, 4)
+
+
+def test_persistent_schedule_covers_every_tile_once():
+    s = sim.persistent_schedule(4, 5, 6, tile_order.row_tile)
+    assert s["tiles"] == 20 and s["clusters"] == 6 and s["waves"] == 4
+    assert s["tiles_per_cluster"] == [4, 4, 3, 3, 3, 3] and s["last_wave_tiles"] == 2 and s["idle_in_last_wave"] == 4
+    assert s["owner"][0, 0] == 0 and s["owner"][1, 1] == 0 and s["wave"][1, 1] == 1  # tile 6 = cluster 0's second
+    small = sim.persistent_schedule(2, 2, 66, tile_order.row_tile)
+    assert small["clusters"] == 4 and small["waves"] == 1 and small["idle_in_last_wave"] == 0
+    with pytest.raises(ValueError, match="twice"):
+        sim.persistent_schedule(2, 2, 2, lambda i, m, n: (0, 0))

@@ -43,3 +43,11 @@ def test_cli_source_and_diff(capsys):
     assert cli.main(["diff", "sm100/7"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# sm100/7 against sm100/6: +") and "+    acc_stages = 2" in out
+
+
+def test_phase_source_cuts_one_numbered_phase():
+    text = source.phase_source("sm90/2", 3)
+    assert text.startswith("# 3.") and "mbarrier_wait" in text and "# 4." not in text
+    assert text == "\n".join(line.rstrip() for line in text.splitlines()) + "\n"  # dedented, one final newline
+    with pytest.raises(ValueError):
+        source.phase_source("sm90/2", 42)

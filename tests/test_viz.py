@@ -4,35 +4,13 @@ Bench records here are synthetic, written to a temporary directory inside each t
 results/): they exercise the drawing code, not the hardware.
 """
 
-import dataclasses
-
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from synthetic import bench_record, clocks_record, sweep_record, write_runs
 
-from gemm_course import bench, ladder, tile_order, viz, widgets
+from gemm_course import ladder, sim, tile_order, viz, widgets
 from gemm_course.problem import GemmProblem
-
-
-def _record(step, tflops, cublas, date, shape=4096, gpu="Synthetic GPU"):
-    return {
-        "schema": 1, "kind": "bench", "step": step, "title": ladder.get(step).title,
-        "config": dataclasses.asdict(ladder.get(step).default), "shape": {"m": shape, "n": shape, "k": shape},
-        "gpu": gpu, "driver": "0", "cuda": "0", "torch": "0", "cutlass_dsl": "0", "date": date,
-        "protocol": {"warmup": 1, "repeats": 10, "rounds": 2},
-        "tflops": {"median": tflops, "min": 0.9 * tflops, "max": 1.1 * tflops, "p10": tflops, "p90": tflops,
-                   "seed_mean": tflops},
-        "cublas_tflops": {"median": cublas, "min": cublas, "max": cublas, "p10": cublas, "p90": cublas,
-                          "seed_mean": cublas},
-        "ratio_to_cublas": tflops / cublas, "rel_error": 1e-3,
-    }
-
-
-def _write(tmp_path, runs):
-    """``runs``: {tag: [records]} -> one results file per run; returns what load_records reads back."""
-    for tag, recs in runs.items():
-        bench.write_records(recs, tag, out_dir=str(tmp_path / "results" / "synthetic-gpu" / tag))
-    return bench.load_records(str(tmp_path / "results"))
 
 
 def _bars(fig):
@@ -45,10 +23,9 @@ def _seed_heights(fig):
 
 
 def test_ladder_bars_one_run_draws_one_cublas_line(tmp_path):
-    recs = _write(tmp_path, {"a": [_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00"),
-                                   _record("sm90/3", 90.0, 420.0, "2030-01-01T00:00:01")]})
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00"),
+                                   bench_record("sm90/3", 90.0, 420.0, "2030-01-01T00:00:01")]})
     fig = viz.ladder_bars(recs, arch="sm90")
-    assert isinstance(fig, Figure)
     measured = sorted(h for h, hatched in _bars(fig) if not hatched)
     assert measured == [50.0, 90.0]
     assert _seed_heights(fig) == sorted(viz.SEED_B200_TFLOPS.values())
@@ -59,8 +36,8 @@ def test_ladder_bars_one_run_draws_one_cublas_line(tmp_path):
 
 
 def test_ladder_bars_several_runs_use_each_records_cublas(tmp_path):
-    recs = _write(tmp_path, {"a": [_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00")],
-                             "b": [_record("sm90/3", 90.0, 500.0, "2030-01-02T00:00:00")]})
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00")],
+                             "b": [bench_record("sm90/3", 90.0, 500.0, "2030-01-02T00:00:00")]})
     fig = viz.ladder_bars(recs, arch="sm90")
     assert not [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
     ticks = sorted(c.get_segments()[0][0][1] for c in fig.axes[0].collections if len(c.get_segments()) == 1
@@ -70,13 +47,13 @@ def test_ladder_bars_several_runs_use_each_records_cublas(tmp_path):
 
 
 def test_ladder_bars_newest_record_wins(tmp_path):
-    recs = _write(tmp_path, {"a": [_record("sm90/3", 10.0, 400.0, "2030-01-01T00:00:00"),
-                                   _record("sm90/3", 20.0, 400.0, "2030-02-01T00:00:00")]})
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/3", 10.0, 400.0, "2030-01-01T00:00:00"),
+                                   bench_record("sm90/3", 20.0, 400.0, "2030-02-01T00:00:00")]})
     assert [h for h, hatched in _bars(viz.ladder_bars(recs)) if not hatched] == [20.0]
 
 
 def test_ladder_bars_without_records_shows_only_the_quoted_seed(tmp_path):
-    fig = viz.ladder_bars(_write(tmp_path, {}), arch="sm90")
+    fig = viz.ladder_bars(write_runs(tmp_path, {}), arch="sm90")
     assert all(hatched for _, hatched in _bars(fig))
     assert _seed_heights(fig) == sorted(viz.SEED_B200_TFLOPS.values())
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
@@ -84,15 +61,15 @@ def test_ladder_bars_without_records_shows_only_the_quoted_seed(tmp_path):
 
 
 def test_ladder_bars_other_shape_has_no_seed_bars(tmp_path):
-    recs = _write(tmp_path, {"a": [_record("sm90/2", 60.0, 600.0, "2030-01-01T00:00:00", shape=8192)]})
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 60.0, 600.0, "2030-01-01T00:00:00", shape=8192)]})
     fig = viz.ladder_bars(recs, shape=(8192, 8192, 8192))
     assert _bars(fig) == [(60.0, False)]
     assert "quoted" not in fig.caption
 
 
 def test_ladder_bars_live_records_are_drawn_beside(tmp_path):
-    recs = _write(tmp_path, {"a": [_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00")]})
-    live = _record("sm90/2", 55.0, 410.0, "2030-03-01T00:00:00")
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00")]})
+    live = bench_record("sm90/2", 55.0, 410.0, "2030-03-01T00:00:00")
     fig = viz.ladder_bars(recs, live=[live])
     assert sorted(h for h, hatched in _bars(fig) if not hatched) == [50.0, 55.0]
     assert "this session" in fig.caption
@@ -109,7 +86,12 @@ def test_roofline():
 
 def test_layout_grid_and_ownership_figures():
     table = {"text": "(2,3):(3,1)", "offsets": [[0, 1, 2], [3, 4, 5]]}
-    assert isinstance(viz.layout_grid(table, highlight=[(1, 2)]), Figure)
+    ax = viz.layout_grid(table, highlight=[(1, 2)]).axes[0]
+    cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
+    assert cells == {(r, c): str(table["offsets"][r][c]) for r in range(2) for c in range(3)}
+    outlined = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert [(p.get_y() + 0.5, p.get_x() + 0.5) for p in outlined] == [(1, 2)]
+    assert "(2,3):(3,1)" in ax.get_title()
     owners = viz.owners_from_lists({0: [(0, 0), (0, 1)], 1: [(1, 0), (1, 1)]}, (2, 2), source="synthetic")
     assert owners["thread"] == [[0, 0], [1, 1]] and owners["value"] == [[0, 1], [0, 1]]
     assert "2 threads" in viz.ownership(owners, zoom=(2, 2), group_size=1).caption
@@ -119,10 +101,16 @@ def test_layout_grid_and_ownership_figures():
         viz.owners_from_lists({0: [(0, 0)]}, (1, 2))
 
 
-def test_tmem_map():
+def test_tmem_map_colours_each_used_cell_by_its_row():
     addresses = {(r, c): (32 * (r // 16) + r % 16, c) for r in range(64) for c in range(8)}
     fig = viz.tmem_map(addresses)
-    assert isinstance(fig, Figure)
+    grid = fig.axes[0].get_images()[0].get_array()
+    assert grid.shape == (128, 8)
+    for (row, _), (lane, col) in addresses.items():
+        assert grid[lane, col] == row
+    assert int(np.isfinite(np.ma.filled(grid, np.nan)).sum()) == len(addresses)  # lanes 16-31 of each warp unused
+    notes = [t.get_text() for t in fig.axes[0].texts]
+    assert notes[1] == "warp 1 may read lanes 32-63\nrows 16-31 in lanes 32-47"
 
 
 def test_tile_orders_number_every_tile():
@@ -154,31 +142,7 @@ def test_instruction_mix_and_sweep_figures():
     assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["a"]
 
 
-SASS = """
-        /*0000*/                   MOV R1, RZ ;
-.L_x_0:
-        /*0010*/                   LDG.E.U16 R2, desc[UR4][R4.64] ;
-        /*0020*/                   LDG.E.U16 R3, desc[UR4][R6.64] ;
-        /*0030*/                   FFMA R0, R2, R3, R0 ;
-        /*0040*/               @P0 BRA `(.L_x_0) ;
-.L_x_1:
-        /*0050*/                   BRA.U UP0, `(.L_x_1) ;
-        /*0060*/                   EXIT ;
-"""
-
-
-def test_sass_loops_finds_backward_branches():
-    loops = viz.sass_loops(SASS)
-    assert [lp["label"] for lp in loops] == [".L_x_0"]  # the one-instruction self-branch is dropped
-    assert loops[0]["opcodes"] == {"LDG.E.U16": 2, "FFMA": 1, "BRA": 1}
-    assert len(loops[0]["lines"]) == 4
-
-
-def test_phase_source_and_k_loop_schedule():
-    text = viz.phase_source("sm90/2", 3)
-    assert text.startswith("# 3.") and "mbarrier_wait" in text and "# 4." not in text
-    with pytest.raises(ValueError):
-        viz.phase_source("sm90/2", 42)
+def test_k_loop_schedule():
     for arch in ("sm90", "sm100"):
         fig = viz.k_loop_schedule(arch, 4, 2, 40960, k_tiles=2)
         texts = " ".join(t.get_text() for t in fig.axes[0].texts)
@@ -226,7 +190,7 @@ def test_tile_explorer_drives_without_a_browser():
 
 
 def test_timing_html_reports_the_ratio_to_cublas():
-    text = widgets.timing_html(_record("sm90/3", 100.0, 400.0, "2030-01-01T00:00:00"))
+    text = widgets.timing_html(bench_record("sm90/3", 100.0, 400.0, "2030-01-01T00:00:00"))
     assert "100.0 TFLOP/s" in text and "400.0 TFLOP/s" in text and "25.0%" in text
 
 
@@ -236,8 +200,8 @@ def test_timing_html_reports_the_ratio_to_cublas():
 
 
 def test_ladder_bars_highlight_outlines_the_chapters_steps(tmp_path):
-    recs = _write(tmp_path, {"a": [_record("sm90/3", 50.0, 400.0, "2030-01-01T00:00:00"),
-                                   _record("sm90/4", 60.0, 400.0, "2030-01-01T00:00:01")]})
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/3", 50.0, 400.0, "2030-01-01T00:00:00"),
+                                   bench_record("sm90/4", 60.0, 400.0, "2030-01-01T00:00:01")]})
     fig = viz.ladder_bars(recs, highlight=(4,), log=False)
     outlined = [p.get_height() for p in fig.axes[0].patches if p.get_width() < 1 and p.get_linewidth() > 2]
     assert outlined == [60.0]
@@ -249,23 +213,8 @@ def test_ladder_bars_highlight_outlines_the_chapters_steps(tmp_path):
     assert only.legends and not only.axes[0].get_legend()  # the legend sits above the axes
 
 
-def test_step_table_and_spread_verdict_are_generated_from_records(tmp_path):
-    old = _record("sm90/6", 100.0, 200.0, "2030-01-01T00:00:00")
-    old["tflops"].update(p10=95.0, p90=105.0)
-    recs = _write(tmp_path, {"a": [old, _record("sm90/7", 103.0, 200.0, "2030-01-01T00:00:01"),
-                                   _record("sm90/7", 120.0, 200.0, "2030-01-01T00:00:02", shape=8192)]})
-    table = viz.step_table(recs, ("sm90/6", "sm90/7"))
-    assert "| sm90/6 | 100 TFLOP/s (95-105), 0.50 of cuBLAS | no record |" in table
-    assert "x1.03 vs sm90/6" in table and "| sm90/7 |" in table
-    verdict = viz.spread_verdict(recs, "sm90/7", "sm90/6")
-    assert "4096^3: sm90/7's median is inside sm90/6's p10-p90 range (ratio of medians 1.030)" in verdict
-    assert "8192^3: no record of sm90/6 yet" in verdict
-
-
-def test_opcode_families_count_by_base_opcode():
+def test_opcode_families_draw_one_bar_per_kernel_and_family():
     ops = {"STG.E": 64, "STSM.16.M88.4": 16, "UTMASTG.2D": 8, "STS": 3}
-    counts = viz.opcode_family_counts(ops, {"global": ("STG",), "stmatrix": ("STSM",), "tma": ("UTMASTG",)})
-    assert counts == {"global": 64, "stmatrix": 16, "tma": 8}
     fig = viz.opcode_families({"a": ops, "b": {"STG.E": 2}}, {"global": ("STG",), "stmatrix": ("STSM",)})
     heights = sorted(p.get_height() for p in fig.axes[0].patches)
     assert heights == [0, 2, 16, 64]
@@ -280,16 +229,14 @@ def test_epilogue_path_draws_one_subtile_per_store():
         viz.epilogue_path(64, 256, 64, 48, 2, 128, 16, 8)
 
 
-def test_occupancy_arithmetic():
-    four = viz.occupancy(154, 128, 51200)  # step 4: 160 regs x 32 = 5120 per warp -> 12 warps -> 3 CTAs
-    assert four["registers_per_warp"] == 5120 and four["ctas"] == 3 and four["limiter"] == ["registers"]
-    assert four["limits"]["shared memory"] == (228 * 1024) // (51200 + 1024)
-    five = viz.occupancy(154, 256, 67584)
-    assert five["ctas"] == 1 and five["warps_per_sm"] == 8
-    six = viz.occupancy(168, 384, 215040, stages=4)
-    assert six["ctas"] == 1 and set(six["limiter"]) == {"registers", "shared memory"} and six["k_tiles_in_flight"] == 4
-    assert viz.occupancy(32, 128, 228 * 1024)["limits"]["shared memory"] == 0  # more than a CTA may have
+def test_occupancy_bars_outline_the_binding_resource():
+    four, five = sim.occupancy(154, 128, 51200), sim.occupancy(154, 256, 67584)
     fig = viz.occupancy_bars({"four": four, "five": five})
+    bars = fig.axes[0].patches
+    assert [round(p.get_width()) for p in bars] == [occ["limits"][r] for occ in (four, five)
+                                                    for r in ("registers", "shared memory", "warps")]
+    outlined = [round(p.get_width()) for p in bars if p.get_edgecolor()[3] > 0]
+    assert outlined == [four["ctas"], five["ctas"]] == [3, 1]  # the registers bind both
     assert "65536 registers" in fig.caption and "quoted" in fig.caption
 
 
@@ -302,27 +249,16 @@ def test_cluster_multicast_splits_the_shared_tile():
         viz.cluster_multicast(3, 1, 128, 256, 64)
 
 
-def test_pipeline_model_follows_the_protocol():
-    serial = viz.pipeline_model(1, 4, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
-    loads = [e for e in serial["events"] if e["kind"] == "load"]
-    mmas = [e for e in serial["events"] if e["kind"] == "mma"]
-    assert [e["start"] for e in loads] == [0.0, 4.0, 8.0, 12.0]  # each load waits for the previous release
-    assert [e["start"] for e in mmas] == [e["end"] for e in loads]  # and the MMA waits for its load
-    assert serial["mma_busy"] == pytest.approx(4 / 16)
-    deep = viz.pipeline_model(4, 8, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
-    assert deep["span"] == pytest.approx(3.0 + 8 * 1.0)  # after the fill the tensor cores never wait
-    for e in deep["events"]:
-        if e["kind"] == "mma":
-            load = next(ld for ld in deep["events"] if ld["kind"] == "load" and ld["label"] == e["label"])
-            assert e["start"] >= load["end"]
-    two_ctas = viz.pipeline_model(4, 6, tiles_per_cta=1, ctas=2)
-    one_cta = viz.pipeline_model(4, 6, tiles_per_cta=2, ctas=1)
-    assert one_cta["span"] < two_ctas["span"] and len(two_ctas["cta_ends"]) == 1
-    assert sum(e["kind"] == "epilogue" for e in one_cta["events"]) == 2
-    with pytest.raises(ValueError):
-        viz.pipeline_model(0, 4)
+def test_pipeline_timeline_draws_each_load_and_mma():
+    serial = sim.pipeline_model(1, 4, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
+    deep = sim.pipeline_model(4, 8, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
     fig = viz.pipeline_timeline({"a": serial, "b": deep})
     assert "not a measurement" in fig.caption and len(fig.axes) == 2
+    for ax, model in zip(fig.axes, (serial, deep)):
+        loads = [e for e in model["events"] if e["kind"] == "load"]
+        in_flight = sorted((p.get_x(), p.get_width()) for p in ax.patches if p.get_alpha() == 0.3)
+        assert in_flight == sorted((e["start"], e["end"] - e["start"]) for e in loads)
+        assert f"busy {model['mma_busy']:.0%}" in ax.get_title(loc="left")
 
 
 def test_register_split_totals():
@@ -331,17 +267,13 @@ def test_register_split_totals():
     assert "total 64512" in texts and "128 x 40\n= 5120" in texts and "65536 registers per SM" in texts
 
 
-def test_persistent_schedule_covers_every_tile_once():
-    s = viz.persistent_schedule(4, 5, 6, tile_order.row_tile)
-    assert s["tiles"] == 20 and s["clusters"] == 6 and s["waves"] == 4
-    assert s["tiles_per_cluster"] == [4, 4, 3, 3, 3, 3] and s["last_wave_tiles"] == 2 and s["idle_in_last_wave"] == 4
-    assert s["owner"][0, 0] == 0 and s["owner"][1, 1] == 0 and s["wave"][1, 1] == 1  # tile 6 = cluster 0's second
-    small = viz.persistent_schedule(2, 2, 66, tile_order.row_tile)
-    assert small["clusters"] == 4 and small["waves"] == 1 and small["idle_in_last_wave"] == 0
-    with pytest.raises(ValueError, match="twice"):
-        viz.persistent_schedule(2, 2, 2, lambda i, m, n: (0, 0))
+def test_persistent_grid_numbers_each_tile_with_its_cluster_and_wave():
+    s = sim.persistent_schedule(4, 5, 6, tile_order.row_tile)
     fig = viz.persistent_grid(s)
     assert "4 clusters are idle" in fig.caption and len(fig.axes) == 2
+    owners, waves = ([[int(t.get_text()) for t in ax.texts] for ax in fig.axes])
+    assert owners == s["owner"].ravel().tolist() and waves == (s["wave"] + 1).ravel().tolist()
+    assert sum(isinstance(p, Rectangle) for p in fig.axes[1].patches) == s["last_wave_tiles"]  # the partial wave
 
 
 def test_l2_panels_draws_the_model():
@@ -354,25 +286,16 @@ def test_l2_panels_draws_the_model():
     assert "not a measurement" in fig.caption
 
 
-def _sweep_record(m, n, k, ratio, date):
-    rec = _record("sm90/10", 700.0 * ratio, 700.0, date)
-    rec["shape"] = {"m": m, "n": n, "k": k}
-    return rec
-
-
-def test_latest_sweep_and_sweep_ratios(tmp_path):
-    old = [_sweep_record(4096, 4096, 4096, 0.5, "2030-01-01T00:00:00")]
-    new = [_sweep_record(4096, 4096, 4096, 0.9, "2030-02-01T00:00:00"),
-           _sweep_record(8192, 4096, 4096, 1.0, "2030-02-01T00:00:01")]
-    recs = _write(tmp_path, {"old_sweep": old, "new_sweep": new, "ladder": [_record("sm90/10", 1.0, 2.0, "2030-03-01")]})
-    sweep = viz.latest_sweep(recs, "sm90/10")
-    assert sorted(r["ratio_to_cublas"] for r in sweep) == pytest.approx([0.9, 1.0])
-    assert viz.geomean([r["ratio_to_cublas"] for r in sweep]) == pytest.approx((0.9 * 1.0) ** 0.5)
+def test_sweep_ratios_draw_the_newest_sweep(tmp_path):
+    old = [sweep_record(4096, 4096, 4096, 0.5, "2030-01-01T00:00:00")]
+    new = [sweep_record(4096, 4096, 4096, 0.9, "2030-02-01T00:00:00"),
+           sweep_record(8192, 4096, 4096, 1.0, "2030-02-01T00:00:01")]
+    recs = write_runs(tmp_path, {"old_sweep": old, "new_sweep": new, "ladder": [bench_record("sm90/10", 1.0, 2.0, "2030-03-01")]})
     fig = viz.sweep_ratios(recs, "sm90/10")
     assert sorted(round(y, 6) for y in fig.axes[0].collections[1].get_offsets()[:, 1]) == [0.9, 1.0]
     assert "geometric mean 0.949" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "Synthetic GPU" in fig.caption
-    empty = viz.sweep_ratios(_write(tmp_path / "none", {}), "sm90/10")
+    empty = viz.sweep_ratios(write_runs(tmp_path / "none", {}), "sm90/10")
     assert "No sweep" in empty.caption
 
 
@@ -410,36 +333,22 @@ def test_launch_timeline_cuts_each_bar_at_the_recorded_points():
     assert "gpu_timeline" in fig.caption
 
 
-def _clocks_record(step, size, tflops, mhz, watts, file="run1"):
-    flop_per_clock = tflops * 1e12 / (mhz * 1e6) / 132
-    return {"kind": "clocks", "step": step, "shape": {"m": size, "n": size, "k": size}, "gpu": "NVIDIA H200",
-            "date": "2026-11-30T00:00:00+00:00", "_file": file, "tflops": tflops, "sm_mhz": mhz, "power_w": watts,
-            "flop_per_sm_clock": flop_per_clock}
-
-
-def test_power_limit_split_factors_the_ratio_into_clock_and_work_per_clock():
-    records = [_clocks_record("sm90/10", 4096, 650.0, 1470.0, 690.0), _clocks_record("cublas", 4096, 660.0, 1500.0, 690.0),
-               _clocks_record("sm90/10", 4096, 652.0, 1470.0, 690.0),
-               _clocks_record("sm90/10", 4096, 700.0, 1600.0, 600.0, file="run2")]  # no cuBLAS in run2: left out
-    rows = viz.power_limit_split(records)
-    assert len(rows) == 1
-    row = rows[0]
-    assert row["step_values"]["tflops"] == pytest.approx(651.0)  # the step's two runs averaged
-    assert row["ratio"] == pytest.approx(651.0 / 660.0)
-    assert row["clock_ratio"] == pytest.approx(1470.0 / 1500.0)
-    assert row["clock_ratio"] * row["per_clock_ratio"] == pytest.approx(row["ratio"])
+def test_power_limit_bars_end_at_the_ratios():
+    records = [clocks_record("sm90/10", 4096, 650.0, 1470.0, 690.0), clocks_record("cublas", 4096, 660.0, 1500.0, 690.0),
+               clocks_record("sm90/10", 4096, 652.0, 1470.0, 690.0),
+               clocks_record("sm90/10", 4096, 700.0, 1600.0, 600.0, file="run2")]  # no cuBLAS in run2: left out
     fig = viz.power_limit_bars(records)
     assert len(fig.axes[0].patches) == 3 and "gpu_clocks" in fig.caption
+    bars = sorted((round(p.get_y(), 2), p.get_x() + p.get_width()) for p in fig.axes[0].patches)
+    assert [right for _, right in bars] == pytest.approx([651.0 / 660.0, 1470.0 / 1500.0, 651.0 / 660.0 / (1470.0 / 1500.0)])
 
 
-def test_order_energy_points_pair_each_steps_order_with_its_joules():
+def test_order_energy_draws_one_point_per_step():
     cfg = {"tile_m": 128, "tile_n": 256, "cluster_m": 2, "cluster_n": 1, "group": 8}
-    records = [dict(_clocks_record(step, 8192, tflops, 1400.0, 690.0), config=cfg, sm_count=132)
+    records = [dict(clocks_record(step, 8192, tflops, 1400.0, 690.0), config=cfg, sm_count=132)
                for step, tflops in (("sm90/8", 660.0), ("sm90/9", 690.0), ("sm90/10", 688.0), ("cublas", 670.0))]
-    points = {p["step"]: p for p in viz.order_energy_points(records)}
-    assert set(points) == {"sm90/8", "sm90/9", "sm90/10"}  # cuBLAS has no order of its own
-    assert points["sm90/8"]["joule_per_tflop"] == pytest.approx(690.0 / 660.0)
-    # the row raster's waves span whole rows of the 32 x 32 cluster-tile grid: more panels than either blocked order
-    assert points["sm90/8"]["model_gb"] > points["sm90/10"]["model_gb"] > points["sm90/9"]["model_gb"]
     fig = viz.order_energy(records)
     assert "gpu_clocks" in fig.caption and "l2_traffic" in fig.caption
+    line = fig.axes[0].get_lines()[0]  # the shape's line through the steps, fewest modelled bytes first
+    assert list(line.get_ydata()) == pytest.approx([690.0 / 690.0, 690.0 / 688.0, 690.0 / 660.0])  # 9, 10, 8
+    assert [t.get_text() for t in fig.axes[0].texts] == ["sm90/9 (grouped)", "sm90/10 (gilbert)", "sm90/8 (row)"]

@@ -81,12 +81,13 @@ def _record_files(out: str) -> list:
 
 
 def copy_records(out: str, results_dir: Optional[str] = None) -> list:
-    """Copy each bench file of ``out`` into ``results/<gpu-slug>/`` (where bench.load_records reads them).
+    """Copy each bench file of ``out`` into ``results/<gpu-slug>/`` (where records.load_records reads them).
 
     A file with a record whose output failed the check is not copied: numbers of a wrong kernel are
     worthless. Returns [(source, destination or None, why)].
     """
-    from .bench import RESULTS_DIR, gpu_slug
+    from .bench import gpu_slug
+    from .records import RESULTS_DIR
     from .run import TOLERANCE
 
     results_dir = results_dir or RESULTS_DIR
@@ -114,6 +115,8 @@ def copy_records(out: str, results_dir: Optional[str] = None) -> list:
 
 def table(out: str) -> str:
     """The ladder (TFLOP/s and ratio to cuBLAS per shape) and a one-line summary of each sweep."""
+    from .records import shape_of
+
     records = []
     for path in _record_files(out):
         with open(path) as f:
@@ -124,10 +127,10 @@ def table(out: str) -> str:
     lines = []
     ladder_recs = [r for r in records if r["_tag"] != "sweep"]
     if ladder_recs:
-        shapes = sorted({(r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) for r in ladder_recs})
+        shapes = sorted({shape_of(r) for r in ladder_recs})
         head = "".join(f"  {'x'.join(map(str, s)):>16} {'ratio':>6}" for s in shapes)
         lines.append(f"{'step':<10}{head}")
-        by = {(r["step"], (r["shape"]["m"], r["shape"]["n"], r["shape"]["k"])): r for r in ladder_recs}
+        by = {(r["step"], shape_of(r)): r for r in ladder_recs}
         steps = sorted({r["step"] for r in ladder_recs}, key=lambda k: (k.split("/")[0], int(k.split("/")[1])))
         for step in steps:
             cells = ""
@@ -179,7 +182,7 @@ def main(argv=None) -> int:
         print(slug())
         return 0
     if command == "copy" and len(argv) == 2:
-        from .bench import RESULTS_DIR
+        from .records import RESULTS_DIR
 
         done = copy_records(argv[1])
         for src, dest, why in done:  # the destination as load_records names it: results/<gpu>/<file>

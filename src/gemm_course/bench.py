@@ -16,28 +16,27 @@ Protocol (every number the book shows comes from here):
   block of 100 back-to-back launches of each;
 * a record stores provenance: GPU, driver, CUDA, torch, cutlass-dsl, clocks, date, command.
 
-Records are JSON files under ``results/<gpu-slug>/``; :func:`load_records` reads them all.
+Records are JSON files under ``results/<gpu-slug>/``, written by :func:`write_records`;
+:mod:`gemm_course.records` reads and queries them (``load_records``, ``latest`` and ``RESULTS_DIR``
+are also reachable from here, where the chapters look for them).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import glob
 import json
 import os
 import platform
 import statistics
 import subprocess
-from typing import Callable, Iterable, Optional
+from typing import Callable, Optional
 
 from . import ladder
 from .problem import GemmProblem, make_inputs, reference, relative_error
+from .records import RESULTS_DIR, latest, load_records  # noqa: F401  (the chapters call bench.load_records, bench.latest)
 
 SCHEMA = 1
-RESULTS_DIR = os.environ.get(
-    "GEMM_COURSE_RESULTS", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "results")
-)
 
 
 def tflops(problem: GemmProblem, ms: float) -> float:
@@ -268,58 +267,3 @@ def write_records(records: list, tag: str, out_dir: Optional[str] = None) -> str
         json.dump({"schema": SCHEMA, "records": records}, f, indent=1, sort_keys=True)
         f.write("\n")
     return path
-
-
-def load_records(results_dir: Optional[str] = None, kind: Optional[str] = "bench") -> list:
-    """Every record under ``results/`` (oldest first), each with its file in ``'_file'``."""
-    results_dir = results_dir or RESULTS_DIR
-    out = []
-    for path in sorted(glob.glob(os.path.join(results_dir, "**", "*.json"), recursive=True)):
-        with open(path) as f:
-            doc = json.load(f)
-        for rec in doc.get("records", []):
-            if kind is None or rec.get("kind") == kind:
-                rec = dict(rec, _file=os.path.relpath(path, os.path.dirname(results_dir)))
-                out.append(rec)
-    out.sort(key=lambda r: r.get("date", ""))
-    return out
-
-
-# Config fields added after records were written, with the value the kernels behaved as before:
-# a record without the field ran that way.
-LEGACY_FIELDS = {"gpc_order": False}
-
-
-def has_default_config(record: dict, step) -> bool:
-    """Whether ``record`` ran ``step``'s (a ``ladder.Step``) current default config."""
-    if record.get("config") is None:
-        return False
-    default = dataclasses.asdict(step.default)
-    legacy = {k: v for k, v in LEGACY_FIELDS.items() if k in default}
-    return {**legacy, **record["config"]} == default
-
-
-def latest(records: Iterable[dict], step: str, m: int, n: int, k: int, gpu: Optional[str] = None,
-           config: Optional[dict] = None) -> Optional[dict]:
-    """The newest record of ``step`` at ``m x n x k`` (default config unless ``config`` given)."""
-    best = None
-    for r in records:
-        if r["step"] != step or (r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) != (m, n, k):
-            continue
-        if gpu and r.get("gpu") != gpu:
-            continue
-        if not (has_default_config(r, ladder.get(step)) if config is None else r.get("config") == config):
-            continue
-        if best is None or r["date"] >= best["date"]:
-            best = r
-    return best
-
-
-def provenance(record: dict) -> str:
-    """One line for a caption: where and when a number was measured."""
-    date = record.get("date", "")[:10]
-    return (
-        f"measured on {record.get('gpu')}, {date}, driver {record.get('driver')}, CUDA {record.get('cuda')}, "
-        f"torch {record.get('torch')} (cuBLAS), cutlass-dsl {record.get('cutlass_dsl')}; "
-        f"median of {record['protocol']['rounds'] * record['protocol']['repeats']} launches ({record.get('_file', '')})"
-    )

@@ -87,10 +87,9 @@ def check_offset(shape, stride, coord, offset: int) -> str:
 def naive_hot_loop(target: str = "sm_90a") -> dict:
     """Opcode counts in the naive kernel's main (unrolled) K loop, read from its SASS."""
     from . import arch, inspect, ladder
-    from .viz import sass_loops
 
     art = arch.compile_step(ladder.get("sm90/1"), None, target)
-    loops = sass_loops(inspect.sass(art.cubin))
+    loops = inspect.sass_loops(inspect.sass(art.cubin))
     main = max(loops, key=lambda lp: _count(lp["opcodes"], FMA_OPCODES))
     return main
 
@@ -241,16 +240,16 @@ def kernel_objects(step, config=None) -> dict:
 
 
 def occupancy_of(step, config=None) -> dict:
-    """CTAs per SM of a compiled step (:func:`gemm_course.viz.occupancy` of its registers, threads,
+    """CTAs per SM of a compiled step (:func:`gemm_course.sim.occupancy` of its registers, threads,
     shared memory and stages)."""
-    from . import arch, inspect, ladder, viz
+    from . import arch, inspect, ladder, sim
 
     s = ladder.get(step)
     config = s.default if config is None else config
     rep = inspect.report(arch.compile_step(s, config, "sm_90a"))
     facts = kernel_objects(s, config)
     stages = facts["a_smem_shape"][2] if len(facts["a_smem_shape"]) > 2 else 1
-    return viz.occupancy(rep.resources.registers, facts["threads"], rep.smem_bytes, stages)
+    return sim.occupancy(rep.resources.registers, facts["threads"], rep.smem_bytes, stages)
 
 
 def problem_shape(m: int, n: int):
@@ -262,18 +261,18 @@ def problem_shape(m: int, n: int):
 
 
 def step_schedule(step, m: int, n: int, cluster_tile=None) -> dict:
-    """The static schedule of a persistent step at an m x n output (:func:`gemm_course.viz.persistent_schedule`),
+    """The static schedule of a persistent step at an m x n output (:func:`gemm_course.sim.persistent_schedule`),
     from the step's own ``cluster_grid``, ``max_clusters`` (the grid size) and ``cluster_tile``.
 
     ``cluster_tile``: override the step's mapping. Step 10's kernel calls a ``cute.jit`` copy of
     :func:`gemm_course.tile_order.gilbert_tile` (it only runs traced), so pass the plain function for it.
     """
-    from . import ladder, viz
+    from . import ladder, sim
 
     s = ladder.get(step)
     gemm = s.load().Gemm(s.default)
     clusters_m, clusters_n = gemm.cluster_grid(problem_shape(m, n))
-    return viz.persistent_schedule(clusters_m, clusters_n, gemm.max_clusters, cluster_tile or gemm.cluster_tile)
+    return sim.persistent_schedule(clusters_m, clusters_n, gemm.max_clusters, cluster_tile or gemm.cluster_tile)
 
 
 # ---- chapter 4 ----------------------------------------------------------------------------------
@@ -313,7 +312,7 @@ def check_staging_bytes(nbytes: int, step: str = "sm90/4") -> str:
 
 def check_ctas_per_sm(step, ctas: int, **config_changes) -> str:
     """How many CTAs of ``step`` (with ``config_changes``) fit on one SM? Compiled, then counted
-    against the SM's registers, shared memory and warps (:func:`gemm_course.viz.occupancy`)."""
+    against the SM's registers, shared memory and warps (:func:`gemm_course.sim.occupancy`)."""
     from . import ladder
 
     s = ladder.get(step)
@@ -468,12 +467,13 @@ def check_gilbert_tile(tiles_m: int, tiles_n: int, index: int, tile) -> str:
 def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:
     """The geometric mean over the newest sweep of ``step`` (the final Hopper step by default) of its
     ratio to cuBLAS (``ratio_to_cublas``)."""
-    from . import bench, ladder, viz
+    from . import ladder
+    from . import records as rec
 
     step = step or ladder.final("sm90").key
-    sweep = viz.latest_sweep(bench.load_records() if records is None else records, step)
+    sweep = rec.latest_sweep(rec.load_records() if records is None else records, step)
     assert sweep, f"no sweep record of {step} under results/"
-    actual = viz.geomean(r["ratio_to_cublas"] for r in sweep)
+    actual = rec.geomean(r["ratio_to_cublas"] for r in sweep)
     assert math.isclose(value, actual, rel_tol=2e-3), (
         f"not {value:.4f}. Hint: the geometric mean of x_1..x_n is exp(mean(log x_i)); use every record of the "
         "newest sweep file."

@@ -131,6 +131,44 @@ def instruction_mix(sass_text: str) -> collections.OrderedDict:
     return collections.OrderedDict(counts.most_common())
 
 
+_SASS_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_SASS_BACK_BRANCH = re.compile(r"BRA(?:\.\w+)*\s+(?:!?U?P\w+,\s*)?`?\(?(\.L_x_\d+)\)?")
+
+
+def sass_loops(sass_text: str) -> list:
+    """The loops of a SASS listing: every backward branch ``BRA label`` to a label above it.
+
+    Returns ``[{'label', 'start', 'end', 'opcodes': Counter, 'lines': [SASS lines]}]``, innermost (shortest) first; the
+    opcodes are those between the label and the branch, i.e. one trip around the loop.
+    """
+    labels, instructions, lines, loops = {}, [], [], []
+    for line in sass_text.splitlines():
+        label = _SASS_LABEL.match(line)
+        if label:
+            labels[label.group(1)] = len(instructions)
+            continue
+        m = _SASS_LINE.search(line)
+        if not m:
+            continue
+        instructions.append(m.group(1))
+        lines.append(line.strip())
+        target = _SASS_BACK_BRANCH.search(line)
+        if target and target.group(1) in labels:
+            start = labels[target.group(1)]
+            loops.append({"label": target.group(1), "start": start, "end": len(instructions),
+                          "opcodes": collections.Counter(instructions[start:]), "lines": lines[start:]})
+    loops = [lp for lp in loops if lp["end"] - lp["start"] > 1]  # drop `BRA self` traps
+    return sorted(loops, key=lambda lp: lp["end"] - lp["start"])
+
+
+def opcode_family_counts(report, families: dict) -> dict:
+    """Static SASS counts per opcode family: ``families = {name: (base opcodes...)}``; an opcode
+    belongs to a family when its first dotted part is one of the family's (``STG.E`` -> ``STG``).
+    ``report``: a :class:`Report` or ``{opcode: count}``."""
+    ops = dict(report.top_opcodes) if hasattr(report, "top_opcodes") else dict(report)
+    return {name: sum(n for op, n in ops.items() if op.split(".")[0] in bases) for name, bases in families.items()}
+
+
 def ptx_count(ptx: str, pattern: str) -> int:
     """How many PTX instructions start with ``pattern`` (e.g. ``'tcgen05.mma'``, ``'wgmma.mma_async'``)."""
     return len(re.findall(r"^\s*(?:@%?!?\w+\s+)?" + re.escape(pattern), ptx, flags=re.M))

@@ -6,26 +6,27 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 
-from . import bench, ladder
+from . import ladder, records as rec
 from .problem import GemmProblem
 
 BEGIN, END = "<!-- measured:begin (python -m gemm_course.notes) -->", "<!-- measured:end -->"
-NOTES = os.path.join(os.path.dirname(bench.RESULTS_DIR), "NOTES.md")
+NOTES = os.path.join(os.path.dirname(rec.RESULTS_DIR), "NOTES.md")
 
 
-def _cell(rec) -> str:
-    if rec is None:
+def _cell(r) -> str:
+    if r is None:
         return "not measured"
-    fmt = ".1f" if rec["tflops"]["median"] < 10 else ".0f"
-    return f"{rec['tflops']['median']:{fmt}} ({rec['tflops']['p10']:{fmt}}-{rec['tflops']['p90']:{fmt}}) vs {rec['cublas_tflops']['median']:.0f} = {rec['ratio_to_cublas']:.3f}"
+    fmt = ".1f" if r["tflops"]["median"] < 10 else ".0f"
+    return f"{r['tflops']['median']:{fmt}} ({r['tflops']['p10']:{fmt}}-{r['tflops']['p90']:{fmt}}) vs {r['cublas_tflops']['median']:.0f} = {r['ratio_to_cublas']:.3f}"
 
 
 def measured_block(records=None) -> str:
-    records = bench.load_records() if records is None else records
+    """The block between the markers: the newest record of each Hopper step at 4096^3 and 8192^3,
+    and the newest sweep of the final step (:func:`gemm_course.records.latest_sweep`)."""
+    records = rec.load_records() if records is None else records
     out = [
         "Median TFLOP/s (p10-p90) against cuBLAS's median in the same run, and the ratio; "
         "H200, bench protocol of `gemm_course.bench`.",
@@ -34,34 +35,27 @@ def measured_block(records=None) -> str:
         "|---|---|---|---|",
     ]
     for step in ladder.steps("sm90"):
-        recs = [bench.latest(records, step.key, s, s, s) for s in (4096, 8192)]
+        recs = [rec.latest(records, step.key, s, s, s) for s in (4096, 8192)]
         files = sorted({os.path.basename(r["_file"]) for r in recs if r})
         out.append(f"| {step.key} {step.title} | {_cell(recs[0])} | {_cell(recs[1])} | {', '.join(files) or '-'} |")
-    final = ladder.steps("sm90")[-1]
-    sweep = [r for r in records if r["step"] == final.key and bench.has_default_config(r, final) and "sweep" in r["_file"]]
+    final = ladder.final("sm90")
+    sweep = rec.latest_sweep(records, final.key)
     if sweep:
-        latest_file = max(r["_file"] for r in sweep)
-        sweep = [r for r in sweep if r["_file"] == latest_file]
-        ratios = [r["ratio_to_cublas"] for r in sweep]
-        seed = [r["tflops"]["seed_mean"] / r["cublas_tflops"]["seed_mean"] for r in sweep]
+        summary = rec.sweep_summary(sweep)
         out += [
             "",
-            f"Sweep of {final.key} ({os.path.basename(latest_file)}, {len(sweep)} shapes): geometric mean of the "
-            f"ratio to cuBLAS {_geomean(ratios):.3f} (per-launch medians), {_geomean(seed):.3f} (the seed's "
-            f"protocol: mean of 100 back-to-back launches); {sum(x >= 1 for x in ratios)} of {len(ratios)} shapes at or "
-            "above cuBLAS.",
+            f"Sweep of {final.key} ({os.path.basename(sweep[0]['_file'])}, {summary['shapes']} shapes): geometric mean "
+            f"of the ratio to cuBLAS {summary['geomean']:.3f} (per-launch medians), {summary['seed_geomean']:.3f} (the "
+            f"seed's protocol: mean of 100 back-to-back launches); {summary['at_or_above']} of {summary['shapes']} "
+            "shapes at or above cuBLAS.",
             "",
             "| shape | TFLOP/s | cuBLAS | ratio |",
             "|---|---|---|---|",
         ]
         for r in sweep:
-            p = GemmProblem(r["shape"]["m"], r["shape"]["n"], r["shape"]["k"])
+            p = GemmProblem(*rec.shape_of(r))
             out.append(f"| {p.label} | {r['tflops']['median']:.0f} | {r['cublas_tflops']['median']:.0f} | {r['ratio_to_cublas']:.3f} |")
     return "\n".join(out)
-
-
-def _geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def render(text: str, block: str) -> str:

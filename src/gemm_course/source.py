@@ -6,6 +6,7 @@ previous step's and overrides a few methods. :func:`flatten` resolves the inheri
 uses, each from the step that defines it last. :func:`diff` compares the flattened parent with
 the flattened step, so the diff is the chapter's idea and nothing else; :func:`changed_lines`
 counts it. ``gemm-course source STEP`` and ``gemm-course diff STEP`` print them.
+:func:`phase_source` cuts one numbered phase (``# 3. main loop``) out of a step's kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import re
 import textwrap
 from typing import Optional
 
@@ -126,3 +128,27 @@ def changed_lines(step) -> tuple:
     added = sum(1 for line in text if line.startswith("+") and not line.startswith("+++"))
     removed = sum(1 for line in text if line.startswith("-") and not line.startswith("---"))
     return added, removed
+
+
+def phase_source(step, number: int) -> str:
+    """The source of phase ``number`` of a step's kernel, cut at its numbered banners
+    (``# 3. main loop ...`` up to ``# 4. ...``), searched in ``Gemm.kernel`` and then in the
+    class's other methods (a kernel may delegate its main loop to ``Gemm.mainloop``)."""
+    gemm = ladder.get(step).load().Gemm
+    names = ["kernel"] + sorted(n for n, v in vars(gemm).items() if callable(v) and n != "kernel")
+    for base in gemm.__mro__[1:]:
+        names += sorted(n for n, v in vars(base).items() if callable(v) and n not in names)
+    for name in names:
+        try:
+            lines = inspect.getsource(getattr(gemm, name)).splitlines()
+        except (TypeError, OSError):
+            continue
+        start = next((i for i, line in enumerate(lines) if re.match(rf"\s*# {number}\. ", line)), None)
+        if start is not None:
+            break
+    else:
+        raise ValueError(f"{ladder.get(step).key}'s kernel has no phase banner '# {number}. '")
+    end = next((i for i, line in enumerate(lines[start + 1:], start + 1) if re.match(r"\s*# \d+\. ", line)), len(lines))
+    body = lines[start:end]
+    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
+    return "\n".join(line[indent:] for line in body).rstrip() + "\n"

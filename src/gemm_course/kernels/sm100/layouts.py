@@ -650,8 +650,26 @@ def clc_decode_table(step="sm100/8", config=None, first_cta_xs=range(16)) -> dic
 
 
 def _plain(fn):
-    """A ``cute.jit`` function's own Python function (CuTeDSL keeps it as ``__wrapped__``)."""
-    return getattr(fn, "__wrapped__", fn)
+    """A ``cute.jit`` function as plain Python, rebuilt from its source.
+
+    Not ``fn.__wrapped__``: once CuTeDSL has compiled a kernel that calls ``fn``, it has swapped its
+    rewritten code (staged ``if``/``while``) into that function object, and the rewritten code needs
+    an MLIR context to run."""
+    import ast
+    import inspect as pyinspect
+    import sys
+
+    inner = getattr(fn, "__wrapped__", fn)
+    module = sys.modules[inner.__module__]
+    tree = ast.parse(pyinspect.getsource(module))
+    node = tree
+    for part in inner.__qualname__.split("."):
+        node = next(n for n in ast.iter_child_nodes(node)
+                    if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part)
+    node.decorator_list = []
+    namespace = dict(vars(module))
+    exec(compile(ast.Module(body=[node], type_ignores=[]), module.__file__, "exec"), namespace)
+    return namespace[node.name]
 
 
 def kernel_cta_tiles(step="sm100/8", config=None, m: int = 4096, n: int = 4096, cluster: int = 0) -> dict:

@@ -1,0 +1,54 @@
+"""Figures of the course. Pure functions: data in, a :class:`matplotlib.figure.Figure` out.
+
+Every number drawn comes from a result record (:mod:`gemm_course.records`), from a problem's own
+arithmetic, from a model (:mod:`gemm_course.sim`), or from the kernels' own CuTe objects (layouts,
+atoms) traced on the CPU. The one exception is labelled as such wherever it appears: the seed
+series' B200 figures, quoted (not measured here) in :data:`SEED_B200_TFLOPS`. Datasheet peaks for
+the roofline are in :data:`DATASHEET`, also quoted, never measured.
+
+Figures are built with :class:`matplotlib.figure.Figure` (not ``pyplot``), so a notebook shows
+each one exactly once, when it is the value of a cell, and tests leak no windows. A figure's
+caption (what was drawn, where it was measured) is in its ``caption`` attribute and also printed
+under the axes.
+
+One module per family of figures:
+
+* :mod:`.ladder`: measured bars, a step's sweep over shapes, the roofline, shared-memory bandwidth;
+* :mod:`.resources`: instruction mix, registers and shared memory, occupancy, register split;
+* :mod:`.layouts`: layouts, banks and the swizzle, accumulator owners, TMEM, CTA pairs, multicast;
+* :mod:`.pipelines`: the K loop, the epilogue's path, stages and TMEM over time, a launch's timeline;
+* :mod:`.schedules`: tile orders, L2 panels, persistent schedules, cluster launch control, GPCs;
+* :mod:`.power`: clocks, power and energy at the power limit.
+
+The chapters call everything as ``viz.<name>``, so this package also re-exports the few analysis
+functions they reach through it (their homes: :mod:`gemm_course.records`, :mod:`gemm_course.sim`,
+:mod:`gemm_course.inspect`, :mod:`gemm_course.source`).
+"""
+
+from ..inspect import opcode_family_counts
+from ..records import geomean, latest_sweep, power_limit_split, spread_verdict, step_table
+from ..sim import HOPPER_SM, pipeline_model
+from ..source import phase_source
+from .ladder import (DATASHEET, SEED_B200_TFLOPS, SEED_LABEL, SEED_SHAPE, ladder_bars, ladder_data, roofline,
+                     smem_traffic_bars, sweep_ratios)
+from .layouts import (bank_maps, cluster_multicast, cta_pair_split, layout_grid, multicast_mask_grid,
+                      owners_from_lists, ownership, tmem_map, xor_pattern)
+from .pipelines import (TIMELINE_PHASES, epilogue_path, k_loop_schedule, launch_timeline, pipeline_timeline,
+                        tmem_timeline)
+from .power import order_energy, power_limit_bars
+from .resources import instruction_mix, occupancy_bars, opcode_families, register_split, sweep
+from .schedules import clc_timeline, cluster_placement, l2_panels, persistent_grid, stream_k_tail, tile_orders
+
+__all__ = [
+    # figures
+    "bank_maps", "clc_timeline", "cluster_multicast", "cluster_placement", "cta_pair_split", "epilogue_path",
+    "instruction_mix", "k_loop_schedule", "l2_panels", "ladder_bars", "launch_timeline", "layout_grid",
+    "multicast_mask_grid", "occupancy_bars", "opcode_families", "order_energy", "ownership", "persistent_grid",
+    "pipeline_timeline", "power_limit_bars", "register_split", "roofline", "smem_traffic_bars", "stream_k_tail",
+    "sweep", "sweep_ratios", "tile_orders", "tmem_map", "tmem_timeline", "xor_pattern",
+    # what the figures draw from
+    "DATASHEET", "SEED_B200_TFLOPS", "SEED_LABEL", "SEED_SHAPE", "TIMELINE_PHASES", "ladder_data", "owners_from_lists",
+    # re-exported for the chapters
+    "HOPPER_SM", "geomean", "latest_sweep", "opcode_family_counts", "phase_source", "pipeline_model",
+    "power_limit_split", "spread_verdict", "step_table",
+]

@@ -1,0 +1,285 @@
+"""Events over time inside one SM or one launch: the K loop's protocol, the epilogue's path, the
+shared-memory stages (a model), accumulators in tensor memory (a model), and a measured launch."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+
+from ..records import shape_of
+from ._style import PAGE_WIDTH, TEXT_PT, new_figure, readable_caption, set_caption
+
+
+def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: int, k_tiles: int = 2,
+                    mma_name: str = "") -> Figure:
+    """The order of events in one-stage K loops (steps 2-3), per actor, as a schematic (not to scale).
+
+    The counts come from the caller, read from the compiled kernel (PTX/SASS) and its config:
+    ``mma_per_tile`` MMA instructions and ``tma_per_tile`` TMA copies per K tile, ``tma_bytes``
+    expected by the barrier per K tile.
+    """
+    if arch == "sm90":
+        lanes = ["warp 0: TMA issue", "mbarrier (full)", "warpgroup: wgmma", "all 128 threads"]
+        mma = mma_name or "wgmma"
+    elif arch == "sm100":
+        lanes = ["warp 0, one thread: TMA + MMA issue", "load mbarrier", "tensor core (async)", "mma mbarrier"]
+        mma = mma_name or "tcgen05.mma"
+    else:
+        raise ValueError(f"arch must be 'sm90' or 'sm100', got {arch!r}")
+    colors = {"tma": "#8da0cb", "bar": "#fc8d62", "mma": "#66c2a5", "sync": "#e5c494"}
+    events = []  # (lane, start, width, text, kind)
+    t = 0.0
+    for k in range(k_tiles):
+        phase = k % 2
+        events.append((0, t, 2.2, f"expect_tx({tma_bytes} B)\n+ {tma_per_tile} TMA copies\n(K tile {k})", "tma"))
+        events.append((1, t + 2.2, 1.6, f"bytes land:\nphase {phase} completes", "bar"))
+        if arch == "sm90":
+            events.append((3, t + 2.2, 1.6, f"wait(phase {phase})", "sync"))
+            x = t + 3.8
+            for j in range(mma_per_tile):
+                events.append((2, x, 0.9, f"{mma}\nk-block {j}", "mma"))
+                x += 0.9
+            events.append((3, x, 1.4, "commit +\nwait_group(0)", "sync"))
+            events.append((3, x + 1.4, 1.2, "sync_threads", "sync"))
+            t = x + 2.8
+        else:
+            events.append((0, t + 2.2, 1.6, f"wait(load, {phase})", "sync"))
+            x = t + 3.8
+            events.append((0, x, 0.5 * mma_per_tile, f"issue {mma_per_tile} x\n{mma}", "mma"))
+            for j in range(mma_per_tile):
+                events.append((2, x + 0.3 + 0.9 * j, 0.9, f"k{j}", "mma"))
+            done = x + 0.3 + 0.9 * mma_per_tile
+            events.append((0, x + 0.5 * mma_per_tile, 1.2, "commit\n(mma bar)", "sync"))
+            events.append((0, x + 0.5 * mma_per_tile + 1.2, done - (x + 0.5 * mma_per_tile + 1.2) + 1.2,
+                           f"wait(mma, {phase})", "sync"))
+            events.append((3, done, 1.2, f"phase {phase}\ncompletes", "bar"))
+            t = done + 1.6
+    fig = new_figure(max(10, t * 0.55), 3.8)
+    ax = fig.add_subplot()
+    for lane, start, width, text, kind in events:
+        ax.add_patch(Rectangle((start, len(lanes) - 1 - lane - 0.38), width * 0.97, 0.76, facecolor=colors[kind],
+                               edgecolor="black", linewidth=0.6))
+        ax.text(start + width / 2, len(lanes) - 1 - lane, text, ha="center", va="center", fontsize=6.5)
+    ax.set_xlim(-0.2, t + 0.2)
+    ax.set_ylim(-0.6, len(lanes) - 0.4)
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels(list(reversed(lanes)), fontsize=8)
+    ax.set_xticks([])
+    ax.set_xlabel("order of events (schematic, not to scale) ->")
+    ax.set_title(f"One-stage K loop, {k_tiles} K tiles: nothing overlaps", fontsize=10)
+    return set_caption(fig, "Counts per K tile read from the compiled kernel: "
+                            f"{tma_per_tile} TMA copies, {mma_per_tile} MMA instructions, {tma_bytes} bytes expected "
+                            "by the barrier. Widths are not durations.")
+
+
+def epilogue_path(tile_m: int, tile_n: int, epi_m: int, epi_n: int, epi_stages: int, threads: int,
+                  stmatrix: int, tma_stores: int, title: str = "") -> Figure:
+    """The step-4 epilogue: the CTA's accumulator tile cut into ``epi_m x epi_n`` sub-tiles (top),
+    and the path each sub-tile takes (bottom): registers -> stmatrix -> staging buffer -> TMA store.
+
+    All inputs come from the caller, read from the kernel: the tile and sub-tile shapes and the
+    number of staging buffers from the traced shared-memory layout, ``stmatrix`` (per thread) and
+    ``tma_stores`` (per tile) from the PTX.
+    """
+    if tile_n % epi_n or tile_m != epi_m:
+        raise ValueError(f"sub-tiles of {epi_m}x{epi_n} do not cover the {tile_m}x{tile_n} tile in one row")
+    subtiles = tile_n // epi_n
+    fig = new_figure(10.5, 6.8)
+    top, bottom = fig.subplots(2, 1, height_ratios=[1, 1.4])
+    colors = colormaps["Pastel1"].colors
+    for i in range(subtiles):
+        buf = i % epi_stages
+        top.add_patch(Rectangle((i * epi_n, 0), epi_n, tile_m, facecolor=colors[buf % len(colors)], edgecolor="black"))
+        top.text(i * epi_n + epi_n / 2, tile_m / 2, f"sub-tile {i}\n{epi_m}x{epi_n}\nbuffer {buf}\nTMA store {i}",
+                 ha="center", va="center", fontsize=8)
+    top.set_xlim(-2, tile_n + 2)
+    top.set_ylim(tile_m + 2, -2)
+    top.set_aspect("equal")
+    top.set_xticks([i * epi_n for i in range(subtiles + 1)])
+    top.set_yticks([0, tile_m])
+    top.set_xlabel("column of the CTA's output tile (N)")
+    top.set_ylabel("row (M)")
+    top.set_title(f"The {tile_m}x{tile_n} output tile in {subtiles} sub-tiles of {epi_m}x{epi_n}, "
+                  f"round-robin over {epi_stages} staging buffer{'s' if epi_stages > 1 else ''}", fontsize=10)
+    top.legend(handles=[Patch(facecolor=colors[b % len(colors)], edgecolor="black", label=f"staging buffer {b}")
+                        for b in range(epi_stages)], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+    per_thread = tile_m * tile_n // threads
+    per_sub = stmatrix / subtiles
+    buffer_kib = epi_m * epi_n * 2 / 1024
+    boxes = [
+        ("registers", f"fp32 accumulator\n{per_thread} values\nper thread\n({threads} threads)", "#cde4f7"),
+        ("registers", f"convert to bf16\n{epi_m * epi_n // threads} values\nper thread\nper sub-tile", "#cde4f7"),
+        ("stmatrix", f"four 8x8 matrices\nper warp\ninstruction;\n{per_sub:g} per thread\nper sub-tile", "#fde0c5"),
+        ("shared mem.", f"staging buffer\n{epi_m}x{epi_n} bf16\n= {buffer_kib:g} KiB\n({epi_stages} buffers)", "#fde0c5"),
+        ("fence, barrier", "fence.proxy.async\n+ named barrier:\nwrites visible\nto the copy\nengine", "#eeeeee"),
+        ("TMA store", f"one thread\nissues a bulk\ntensor copy,\nshared -> global\n({tma_stores} per tile)", "#d5f0d5"),
+        ("global memory", f"C in L2 / HBM:\n{epi_n * 2} contiguous\nbytes per row\n({epi_n * 2 // 32} full 32-byte\nsectors), clipped\nat the edges",
+         "#d5f0d5"),
+    ]
+    n = len(boxes)
+    for i, (head, body, color) in enumerate(boxes):
+        x0 = i * 1.0
+        bottom.add_patch(Rectangle((x0 + 0.05, 0.1), 0.8, 0.8, facecolor=color, edgecolor="black"))
+        bottom.text(x0 + 0.45, 0.86, head, ha="center", va="top", fontsize=8.5, fontweight="bold")
+        bottom.text(x0 + 0.45, 0.43, body, ha="center", va="center", fontsize=8)
+        if i < n - 1:
+            bottom.annotate("", xy=(x0 + 1.05, 0.5), xytext=(x0 + 0.85, 0.5),
+                            arrowprops={"arrowstyle": "->", "linewidth": 1.5})
+    bottom.annotate("", xy=(1.5, 0.02), xytext=(n - 1.5, 0.02),
+                    arrowprops={"arrowstyle": "<-", "linestyle": "--", "color": "#555555"})
+    bottom.text(n / 2 - 0.1, -0.08, f"repeated for each of the {subtiles} sub-tiles; a buffer is refilled only once "
+                                    "its previous store has read it", ha="center", va="top", fontsize=8, color="#555555")
+    bottom.set_xlim(0, n)
+    bottom.set_ylim(-0.2, 1.0)
+    bottom.axis("off")
+    bottom.set_title("The path of one sub-tile", fontsize=10)
+    fig.suptitle(title or "Step 4's epilogue: registers -> stmatrix -> staging buffer -> TMA store", fontsize=11)
+    return set_caption(fig, f"Sub-tile shape and buffer count from the kernel's traced staging layout; {stmatrix} "
+                            f"stmatrix per thread and {tma_stores} TMA stores per tile counted in its PTX "
+                            f"({per_sub:g} stmatrix per thread per sub-tile).")
+
+
+def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tensor cores over time (schematic model)") -> Figure:
+    """``models = {label: pipeline_model(...)}``, one panel each, on a common time axis.
+
+    One row per shared-memory stage: light while a TMA load is in flight into it, dark while it
+    holds a landed K tile until the consumers release it. Below, the consumers: the wgmma of each
+    K tile (colored by the stage it reads) and the epilogues.
+    """
+    span = max(m["span"] for m in models.values())
+    stage_colors = [colormaps["tab10"].colors[i] for i in range(10)]
+    heights = [m["params"]["stages"] + 1.6 for m in models.values()]
+    fig = new_figure(10, 0.45 * sum(heights) + 0.9 * len(models) + 1.6)
+    axes = np.atleast_1d(fig.subplots(len(models), 1, sharex=True, height_ratios=heights))
+    for ax, (label, model) in zip(axes, models.items()):
+        p = model["params"]
+        stages = p["stages"]
+        several = p["tiles_per_cta"] * p["ctas"] > 1
+        loads = [e for e in model["events"] if e["kind"] == "load"]
+        mmas = [e for e in model["events"] if e["kind"] == "mma"]
+        for ld, mm in zip(loads, mmas):  # the j-th load feeds the j-th wgmma
+            y = stages - ld["stage"]
+            color = stage_colors[ld["stage"] % 10]
+            name = (f"t{ld['cta'] * p['tiles_per_cta'] + ld['tile']} " if several else "") + ld["label"]
+            ax.add_patch(Rectangle((ld["start"], y - 0.32), ld["end"] - ld["start"], 0.64, facecolor=color, alpha=0.3,
+                                   edgecolor="black", linewidth=0.4))
+            ax.add_patch(Rectangle((ld["end"], y - 0.32), mm["end"] - ld["end"], 0.64, facecolor=color, alpha=0.85,
+                                   edgecolor="black", linewidth=0.4))
+            if ld["end"] - ld["start"] >= 0.8:
+                ax.text((ld["start"] + ld["end"]) / 2, y, f"load {name}", ha="center", va="center", fontsize=7.5)
+        for e in model["events"]:
+            if e["lane"] != "consumer":
+                continue
+            epi = e["kind"] == "epilogue"
+            ax.add_patch(Rectangle((e["start"], -0.35), e["end"] - e["start"], 0.7,
+                                   facecolor="#bbbbbb" if epi else stage_colors[e["stage"] % 10],
+                                   hatch="//" if epi else None, edgecolor="black", linewidth=0.5))
+            if e["end"] - e["start"] >= 0.6:
+                ax.text((e["start"] + e["end"]) / 2, 0, e["label"], ha="center", va="center",
+                        fontsize=7.5, color="black" if epi else "white")
+        for end in model["cta_ends"]:
+            ax.axvline(end, color="black", linestyle="--", linewidth=1)
+            ax.text(end, stages + 0.55, " next CTA starts", fontsize=7, va="center")
+        ax.set_yticks(list(range(stages, 0, -1)) + [0])
+        ax.set_yticklabels([f"stage {s}" for s in range(stages)] + ["consumers:\nwgmma, epilogue"], fontsize=8.5)
+        ax.set_ylim(-0.6, stages + 0.9)
+        ax.set_title(f"{label}: {stages} stage{'s' if stages > 1 else ''}, {p['k_tiles']} K tiles per tile, "
+                     f"{p['tiles_per_cta']} tile{'s' if p['tiles_per_cta'] > 1 else ''} per CTA x {p['ctas']} "
+                     f"CTA{'s' if p['ctas'] > 1 else ''}; in this model the tensor cores are busy "
+                     f"{model['mma_busy']:.0%} of the time", fontsize=9.5, loc="left")
+    axes[-1].set_xlim(0, span * 1.01)
+    axes[-1].set_xlabel("time (model units: not measured)")
+    handles = [Patch(facecolor="#999999", alpha=0.3, edgecolor="black", label="TMA load in flight into the stage"),
+               Patch(facecolor="#999999", alpha=0.85, edgecolor="black", label="stage full until released"),
+               Patch(facecolor="#bbbbbb", hatch="//", edgecolor="black", label="epilogue")]
+    fig.legend(handles=handles, fontsize=8.5, loc="outside upper center", ncol=3, title=title, title_fontsize=11,
+               frameon=False)
+    p = next(iter(models.values()))["params"]
+    return set_caption(fig, "A schematic from gemm_course.sim.pipeline_model, not a measurement: the stage counts, K tiles "
+                            f"and tiles per CTA follow the configs; the durations are made up (a load takes {p['load']:g} "
+                            f"units from issue to landing, a K tile's wgmma {p['mma']:g}, an epilogue {p['epilogue']:g}). "
+                            "Colour = stage; t<i> k<j>: K tile j of the CTA's i-th tile.")
+
+
+def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over time (model)") -> Figure:
+    """``plans = {label: gemm_course.sim.TmemPlan}``, one panel each: TMEM columns (up) against time.
+
+    Each accumulator stage is a band of ``tile_n`` columns; a solid bar while the MMA warp writes
+    tile t into it, a hatched bar while the epilogue reads it. Bars of one stage never overlap."""
+    span = max(p.span for p in plans.values())
+    fig = new_figure(PAGE_WIDTH, 1.4 + 1.5 * len(plans))
+    axes = np.atleast_1d(fig.subplots(len(plans), 1, sharex=True))
+    tile_colors = [colormaps["tab10"].colors[i] for i in range(10)]
+    for ax, (label, plan) in zip(axes, plans.items()):
+        for iv in plan.intervals:
+            low, high = plan.columns(iv.stage)
+            mma = iv.who == "mma"
+            ax.add_patch(Rectangle((iv.start, low), iv.end - iv.start, high - low, gid=iv.who,
+                                   facecolor=tile_colors[iv.tile % 10], alpha=0.9 if mma else 0.35,
+                                   hatch=None if mma else "//", edgecolor="black", linewidth=0.6))
+            ax.text((iv.start + iv.end) / 2, (low + high) / 2, f"{'MMA' if mma else 'epi'}\nt{iv.tile}",
+                    ha="center", va="center", fontsize=TEXT_PT)
+        ax.set_ylim(0, max(plan.allocated, plan.acc_stages * plan.tile_n))
+        ax.set_yticks([plan.columns(s)[0] for s in range(plan.acc_stages)] + [plan.allocated])
+        ax.tick_params(labelsize=TEXT_PT)
+        ax.set_ylabel("TMEM column", fontsize=TEXT_PT)
+        ax.set_title(f"{label}: {plan.acc_stages} x {plan.tile_n} columns ({plan.allocated} allocated); "
+                     f"{len(plan.of('mma'))} tiles take {plan.span:g}", fontsize=TEXT_PT + 1, loc="left")
+    axes[-1].set_xlim(0, span * 1.01)
+    axes[-1].set_xlabel("time (model units, not measured)", fontsize=TEXT_PT)
+    fig.suptitle(title, fontsize=TEXT_PT + 1)
+    return readable_caption(fig, "From gemm_course.sim.tmem_plan: tile t uses stage t mod acc_stages; solid: "
+                                 "the MMA warp writes the stage, hatched: the epilogue reads it. With one stage "
+                                 "the next tile's MMAs wait for the epilogue; with two they overlap it.")
+
+
+TIMELINE_PHASES = (  # (label, from point, to point) of a `scripts/gpu_timeline.py` record; None: the first entry
+    ("start-up", None, "cluster wait"),
+    ("first loads", "cluster wait", "C first stage full"),
+    ("main loops + epilogues", "C first stage full", "C last epilogue issued"),
+    ("final stores", "C last epilogue issued", "C stores drained"),
+    ("exit", "C stores drained", "exit"),
+)
+
+
+_PHASE_COLORS = ("#8c8c8c", "#dd8452", "#4c72b0", "#55a868", "#c44e52")
+
+
+def launch_timeline(records: Sequence[dict], title: str = "Where a persistent launch's microseconds go") -> Figure:
+    """Records of kind ``timeline`` (``scripts/gpu_timeline.py``): one bar per step and shape, cut at
+    the median CTA's points, plus the slowest CTA's extra time to exit; one panel per shape."""
+    shapes = sorted({shape_of(r) for r in records}, key=lambda s: s[0] * s[1] * s[2])
+    fig = new_figure(10.5, 1.2 + 0.55 * len(records) + 0.5 * len(shapes))
+    axes = fig.subplots(len(shapes), 1, squeeze=False)[:, 0]
+    for ax, shape in zip(axes, shapes):
+        rows = [r for r in records if shape_of(r) == shape]
+        for y, r in enumerate(rows):
+            points = r["points_us"]
+            for (label, start, end), color in zip(TIMELINE_PHASES, _PHASE_COLORS):
+                t0, t1 = (points[start] if start else 0.0), points[end]
+                ax.barh(y, t1 - t0, left=t0, height=0.6, color=color, label=label if y == 0 else None)
+                if label.startswith("main"):
+                    ax.text((t0 + t1) / 2, y, f"{(t1 - t0) / r['last_exit_us']:.0%}", ha="center", va="center",
+                            fontsize=8, color="white")
+            ax.barh(y, r["last_exit_us"] - points["exit"], left=points["exit"], height=0.6, color="white",
+                    edgecolor="#333333", hatch="///", label="slowest CTA's extra" if y == 0 else None)
+            ax.text(r["last_exit_us"], y, f"  {r['last_exit_us']:.1f} us", va="center", fontsize=8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([r["step"] for r in rows], fontsize=9)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(r["last_exit_us"] for r in rows) * 1.12)
+        ax.set_title(f"{shape[0]}x{shape[1]}x{shape[2]}", fontsize=10, loc="left")
+        ax.set_xlabel("us from the first CTA's entry", fontsize=8)
+    axes[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(title, fontsize=11)
+    first = records[0]
+    return set_caption(fig, f"scripts/gpu_timeline.py on {first.get('gpu')}, {first.get('date', '')[:10]}: one thread "
+                            "per CTA writes %globaltimer at fixed points of an instrumented copy of step 8's kernel; "
+                            "bars cut at the median CTA's points (medians over CTAs and launches), the percentage is "
+                            "the main loops' share of the launch. The workspace is zeroed before each launch, so the "
+                            "first loads find L2 cold.")

@@ -1,0 +1,149 @@
+"""Record queries (gemm_course.records) on synthetic records written to a temporary directory."""
+
+import dataclasses
+import json
+import types
+
+import pytest
+from synthetic import bench_record, clocks_record, sweep_record, write_runs
+
+from gemm_course import bench, ladder, records
+
+
+def test_load_records_filters_by_kind_and_sorts_by_date(tmp_path):
+    folder = tmp_path / "results" / "gpu"
+    folder.mkdir(parents=True)
+    docs = {"b.json": [{"kind": "bench", "date": "2030-01-02", "step": "x"}, {"kind": "clocks", "date": "2030-01-01"}],
+            "a.json": [{"kind": "bench", "date": "2030-01-03", "step": "y"}]}
+    for name, recs in docs.items():
+        (folder / name).write_text(json.dumps({"schema": 1, "records": recs}))
+    got = records.load_records(str(tmp_path / "results"))
+    assert [r["step"] for r in got] == ["x", "y"]  # by date, not by file
+    assert [r["_file"] for r in got] == ["results/gpu/b.json", "results/gpu/a.json"]
+    assert [r["kind"] for r in records.load_records(str(tmp_path / "results"), kind=None)] == ["clocks", "bench", "bench"]
+    assert records.load_records(str(tmp_path / "results"), kind="timeline") == []
+    assert bench.load_records is records.load_records and bench.latest is records.latest  # where the chapters look
+
+
+def test_shape_run_and_newest_run():
+    rec = bench_record("sm90/3", 1.0, 2.0, "2030-01-01", shape=(8192, 4096, 512))
+    assert records.shape_of(rec) == (8192, 4096, 512)
+    assert records.run_of(rec) == "2030-01-01"  # never written: its date stands for the run
+    assert records.run_of(dict(rec, _file="results/g/x.json")) == "results/g/x.json"
+    runs = [{"_file": "r/20300101T000000Z_a.json", "i": 0}, {"_file": "r/20300102T000000Z_b.json", "i": 1},
+            {"_file": "r/20300102T000000Z_b.json", "i": 2}]
+    assert [r["i"] for r in records.newest_run(runs)] == [1, 2]
+    assert records.newest_run([]) == []
+
+
+def test_default_config_counts_fields_added_later_at_their_old_value():
+    @dataclasses.dataclass
+    class Config:
+        tile_n: int = 256
+        gpc_order: bool = False
+
+    step = types.SimpleNamespace(default=Config())
+    assert records.has_default_config({"config": {"tile_n": 256}}, step)  # written before gpc_order existed
+    assert records.has_default_config({"config": {"tile_n": 256, "gpc_order": False}}, step)
+    assert not records.has_default_config({"config": {"tile_n": 128}}, step)
+    assert not records.has_default_config({"config": None}, step)
+    final = ladder.get("sm90/11")  # gpc_order defaults to True: a record without the field ran without it
+    legacy = {k: v for k, v in dataclasses.asdict(final.default).items() if k != "gpc_order"}
+    assert not records.has_default_config({"config": legacy}, final)
+    assert records.has_default_config({"config": dict(legacy, gpc_order=True)}, final)
+
+
+def test_latest_picks_the_newest_matching_record():
+    old = bench_record("sm90/3", 100.0, 400.0, "2030-01-01T00:00:00")
+    new = bench_record("sm90/3", 200.0, 400.0, "2030-02-01T00:00:00")
+    other_gpu = bench_record("sm90/3", 300.0, 400.0, "2030-03-01T00:00:00", gpu="Other GPU")
+    tuned = dict(bench_record("sm90/3", 400.0, 400.0, "2030-04-01T00:00:00"), config={"tile_n": 128})
+    recs = [new, old, other_gpu, tuned]
+    assert records.latest(recs, "sm90/3", 4096, 4096, 4096, gpu="Synthetic GPU") is new
+    assert records.latest(recs, "sm90/3", 4096, 4096, 4096) is other_gpu  # newest default config on any GPU
+    assert records.latest(recs, "sm90/3", 4096, 4096, 4096, config={"tile_n": 128}) is tuned
+    assert records.latest(recs, "sm90/3", 8192, 8192, 8192) is None
+    assert records.latest(recs, "sm90/2", 4096, 4096, 4096) is None
+
+
+def test_latest_per_step_has_every_step_of_the_ladder():
+    rec = bench_record("sm90/4", 100.0, 400.0, "2030-01-01T00:00:00")
+    per_step = records.latest_per_step([rec], "sm90", (4096, 4096, 4096))
+    assert list(per_step) == [s.number for s in ladder.steps("sm90")]
+    assert per_step[4] is rec and all(r is None for n, r in per_step.items() if n != 4)
+    assert all(r is None for r in records.latest_per_step([rec], "sm90", (8192, 8192, 8192)).values())
+
+
+def test_provenance_names_the_gpu_date_and_launches(tmp_path):
+    (rec,) = write_runs(tmp_path, {"a": [bench_record("sm90/3", 1.0, 2.0, "2030-01-05T10:00:00")]})
+    line = records.provenance(rec)
+    assert "Synthetic GPU, 2030-01-05" in line and "median of 20 launches" in line and rec["_file"] in line
+
+
+def test_geomean():
+    assert records.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert records.geomean(iter([0.9, 1.0])) == pytest.approx(0.9 ** 0.5)
+    with pytest.raises(ZeroDivisionError):
+        records.geomean([])
+
+
+def test_latest_sweep_is_the_newest_sweep_file_of_the_default_config(tmp_path):
+    old = [sweep_record(4096, 4096, 4096, 0.5, "2030-01-01T00:00:00")]
+    new = [sweep_record(4096, 4096, 4096, 0.9, "2030-02-01T00:00:00"),
+           sweep_record(8192, 4096, 4096, 1.0, "2030-02-01T00:00:01")]
+    tuned = [dict(sweep_record(4096, 4096, 4096, 2.0, "2030-03-01T00:00:00"), config={"tile_n": 128})]
+    recs = write_runs(tmp_path, {"old_sweep": old, "new_sweep": new, "tuned_sweep": tuned,
+                                 "ladder": [bench_record("sm90/10", 1.0, 2.0, "2030-04-01")]})
+    sweep = records.latest_sweep(recs, "sm90/10")
+    assert sorted(r["ratio_to_cublas"] for r in sweep) == pytest.approx([0.9, 1.0])
+    assert len({r["_file"] for r in sweep}) == 1 and "new_sweep" in sweep[0]["_file"]
+    assert records.latest_sweep(recs, "sm90/9") == []
+    final = [sweep_record(4096, 4096, 4096, 1.1, "2030-05-01T00:00:00", step=ladder.final("sm90").key)]
+    assert records.latest_sweep(recs + write_runs(tmp_path / "f", {"final_sweep": final})) != []  # default step
+
+
+def test_sweep_summary():
+    sweep = [sweep_record(4096, 4096, 4096, 0.9, "2030-02-01"), sweep_record(8192, 4096, 4096, 1.0, "2030-02-01")]
+    sweep[0]["tflops"]["seed_mean"] = 0.8 * sweep[0]["cublas_tflops"]["seed_mean"]
+    summary = records.sweep_summary(sweep)
+    assert summary["ratios"] == pytest.approx([0.9, 1.0]) and summary["seed_ratios"] == pytest.approx([0.8, 1.0])
+    assert summary["geomean"] == pytest.approx(0.9 ** 0.5) and summary["seed_geomean"] == pytest.approx(0.8 ** 0.5)
+    assert (summary["at_or_above"], summary["shapes"]) == (1, 2)
+
+
+def test_step_table_and_spread_verdict_are_generated_from_records(tmp_path):
+    old = bench_record("sm90/6", 100.0, 200.0, "2030-01-01T00:00:00")
+    old["tflops"].update(p10=95.0, p90=105.0)
+    recs = write_runs(tmp_path, {"a": [old, bench_record("sm90/7", 103.0, 200.0, "2030-01-01T00:00:01"),
+                                       bench_record("sm90/7", 120.0, 200.0, "2030-01-01T00:00:02", shape=8192)]})
+    table = records.step_table(recs, ("sm90/6", "sm90/7"))
+    assert "| sm90/6 | 100 TFLOP/s (95-105), 0.50 of cuBLAS | no record |" in table
+    assert "x1.03 vs sm90/6" in table and "| sm90/7 |" in table
+    verdict = records.spread_verdict(recs, "sm90/7", "sm90/6")
+    assert "4096^3: sm90/7's median is inside sm90/6's p10-p90 range (ratio of medians 1.030)" in verdict
+    assert "8192^3: no record of sm90/6 yet" in verdict
+
+
+def test_power_limit_split_factors_the_ratio_into_clock_and_work_per_clock():
+    recs = [clocks_record("sm90/10", 4096, 650.0, 1470.0, 690.0), clocks_record("cublas", 4096, 660.0, 1500.0, 690.0),
+            clocks_record("sm90/10", 4096, 652.0, 1470.0, 690.0),
+            clocks_record("sm90/10", 4096, 700.0, 1600.0, 600.0, file="run2")]  # no cuBLAS in run2: left out
+    rows = records.power_limit_split(recs)
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["shape"], row["step"], row["file"]) == ("4096x4096x4096", "sm90/10", "run1")
+    assert row["step_values"]["tflops"] == pytest.approx(651.0)  # the step's two runs averaged
+    assert row["ratio"] == pytest.approx(651.0 / 660.0)
+    assert row["clock_ratio"] == pytest.approx(1470.0 / 1500.0)
+    assert row["clock_ratio"] * row["per_clock_ratio"] == pytest.approx(row["ratio"])
+
+
+def test_order_energy_points_pair_each_steps_order_with_its_joules():
+    cfg = {"tile_m": 128, "tile_n": 256, "cluster_m": 2, "cluster_n": 1, "group": 8}
+    recs = [dict(clocks_record(step, 8192, tflops, 1400.0, 690.0), config=cfg, sm_count=132)
+            for step, tflops in (("sm90/8", 660.0), ("sm90/9", 690.0), ("sm90/10", 688.0), ("cublas", 670.0))]
+    points = {p["step"]: p for p in records.order_energy_points(recs)}
+    assert set(points) == {"sm90/8", "sm90/9", "sm90/10"}  # cuBLAS has no order of its own
+    assert points["sm90/8"]["joule_per_tflop"] == pytest.approx(690.0 / 660.0)
+    # the row raster's waves span whole rows of the 32 x 32 cluster-tile grid: more panels than either blocked order
+    assert points["sm90/8"]["model_gb"] > points["sm90/10"]["model_gb"] > points["sm90/9"]["model_gb"]
