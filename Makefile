@@ -1,12 +1,16 @@
 # gemm-course: `make book` builds the book (executing every notebook), `make test` runs the tests.
 # Both create the environment first (.venv, pinned requirements, this package in editable mode).
+# A chapter's one source is its MyST Markdown notebook, notebooks/NN_*.md; `make notebooks` writes
+# the .ipynb that Jupyter opens and nbval runs (git-ignored).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CPU_TORCH := torch==2.13.0
+# myst-nb's jupyter-cache for this book (its default place, next to _build/html)
+NB_CACHE  := _build/.jupyter_cache
 
-.PHONY: setup test test-gpu book vendor browser clean
+.PHONY: setup test test-gpu book notebooks vendor browser clean b200
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -18,22 +22,45 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
-# Unit, compile (both architectures, on the CPU), notebook (nbval) and, where a GPU is present, GPU
-# tests; tests/test_book.py checks the book that `book` just built (warning-clean, every page in
-# headless Chromium, nothing loaded from the network).
-test: $(STAMP) book browser
-	$(BIN)/python -m pytest -q tests notebooks --nbval-lax
+# The notebook tests (nbval), then the book, then the unit, compile, book/browser and, where a GPU
+# is present, GPU tests. Each chapter runs once: nbval runs it and, with --nb-cache, stores the run
+# in the book's jupyter-cache, where the book build finds it (scripts/chapter_notebooks.py); the
+# other pages run in the build. tests/test_book.py then checks the book (warning-clean, the chapters
+# from nbval's runs, every page in headless Chromium, nothing loaded from the network).
+test: $(STAMP) vendor browser notebooks
+	rm -rf $(NB_CACHE)
+	$(BIN)/python -m pytest -q notebooks --nbval-lax --nbval-cell-timeout=600 --nb-cache=$(NB_CACHE)
+	$(BUILD_BOOK)
+	GEMM_COURSE_CHAPTERS_RAN=nbval $(BIN)/python -m pytest -q tests
 
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -q -m gpu tests
 
+# The B200 kit (scripts/b200_validate.sh): check, sanitize and time the Blackwell ladder, records into
+# results/nvidia-b200/. Refuses any other GPU at once (Hopper: scripts/gpu_ladder.sh).
+b200: $(STAMP)
+	@test -n "$(OUT)" || { echo "usage: make b200 OUT=folder-for-logs-and-records"; exit 2; }
+	PY=$(BIN)/python bash scripts/b200_validate.sh "$(OUT)"
+
 # The book: vendored web assets (npm registry, pinned), then every page built from scratch with
 # its notebooks executed (--all: a fresh Sphinx environment, so no page is reused from an earlier
-# run); -W turns every Sphinx warning into a failure. _build/html/.book-built marks success.
+# run; the jupyter-cache emptied, so no notebook's outputs are either); -W turns every Sphinx
+# warning into a failure. _build/html/.book-built marks success.
 book: $(STAMP) vendor
-	rm -rf _build/html
-	$(BIN)/jupyter-book build . --all -W --keep-going
-	touch _build/html/.book-built
+	rm -rf $(NB_CACHE)
+	$(BUILD_BOOK)
+
+# Pages take their outputs from $(NB_CACHE) and run when missing from it (_config.yml: execute).
+define BUILD_BOOK
+rm -rf _build/html
+$(BIN)/jupyter-book build . --all -W --keep-going
+touch _build/html/.book-built
+endef
+
+# The chapters' .ipynb (for Jupyter, and what nbval runs), written from notebooks/NN_*.md where
+# missing or older than their source, as make would. To change a chapter, edit its .md.
+notebooks: $(STAMP)
+	$(BIN)/python scripts/chapter_notebooks.py
 
 # RequireJS and @jupyter-widgets/html-manager into book/_vendor/ (git-ignored); needs npm.
 vendor:

@@ -2,8 +2,9 @@
 
 * The build. ``make book`` runs ``jupyter-book build . -W`` (every warning is an error, every
   notebook executed) and marks success with ``_build/html/.book-built``. ``make test`` builds the
-  book first, so these tests reuse that build; run on their own, they rebuild it (``make book``)
-  whenever any source is newer than the mark.
+  book from nbval's runs of the chapters (each chapter runs once) before these tests, which reuse
+  that build; run on their own, they rebuild it (``make book``) whenever any source is newer than
+  the mark.
 * The browser. Each page is served from ``_build/html`` on 127.0.0.1 and opened in headless
   Chromium (Debian's ``chromium``), driven through the DevTools protocol over a pipe (no driver,
   no extra package). Every request a page makes is recorded; all must go to 127.0.0.1. Chromium's
@@ -131,6 +132,49 @@ def test_generated_content_is_in_the_pages(book):
         assert rec["_file"] in results, f"results page lacks the record file {rec['_file']}"
     if not records:
         assert "No records yet" in results
+
+
+def _chapter_sources() -> list:
+    return [ROOT / f"{d}.md" for d in _toc_docs() if d.startswith("notebooks/")]
+
+
+def test_chapters_are_pages_from_their_markdown_sources(book):
+    """Every chapter is one MyST Markdown notebook, and its page shows its cells' outputs (here:
+    what its setup cell, ``chapter.setup()``, printed about this machine)."""
+    from gemm_course import arch
+
+    chapters = _chapter_sources()
+    assert chapters and sorted(chapters) == sorted(ROOT.glob("notebooks/[0-9][0-9]_*.md")), \
+        "_toc.yml must list every chapter source notebooks/NN_*.md, and only those"
+    for md in chapters:
+        assert "chapter.setup()" in md.read_text(), f"{md.name} has no setup cell"
+        page = _text(book / md.relative_to(ROOT).with_suffix(".html"))
+        assert _normal(arch.machine().describe()) in page, f"{md.name}: its page lacks its setup cell's output"
+
+
+def _chapter_notebooks():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import chapter_notebooks
+
+    return chapter_notebooks
+
+
+@pytest.mark.skipif(os.environ.get("GEMM_COURSE_CHAPTERS_RAN") != "nbval",
+                    reason="checks a book built by `make test` (which sets GEMM_COURSE_CHAPTERS_RAN=nbval)")
+def test_chapters_ran_once_under_nbval(book):
+    """`make test`: the chapter pages show nbval's runs, taken from the book's jupyter-cache.
+
+    nbval stored them there (``--nb-cache``); had the book run a chapter again, its own run would
+    have replaced nbval's record of the same notebook."""
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(ROOT / "_build" / ".jupyter_cache"))
+    reader = _chapter_notebooks()
+    for md in _chapter_sources():
+        record = cache.match_cache_notebook(reader.read(md))
+        assert record.data.get("executed_by") == "nbval", f"{md.name}: the book ran it again ({record.data})"
 
 
 def test_results_page_runs_without_records(tmp_path):
@@ -433,17 +477,10 @@ def _pages_that_build_widgets() -> list:
     """Pages whose notebook code uses ipywidgets (directly or through gemm_course.widgets)."""
     pages = []
     for doc in _toc_docs():
-        for suffix in (".ipynb", ".md"):
-            path = ROOT / f"{doc}{suffix}"
-            if not path.exists():
-                continue
-            if suffix == ".ipynb":
-                code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
-                                 if c["cell_type"] == "code")
-            else:
-                code = "\n".join(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", path.read_text(), re.S))
-            if _USES_WIDGETS.search(code):
-                pages.append(f"{doc}.html")
+        path = ROOT / f"{doc}.md"  # every page's source, chapters included, is MyST Markdown
+        code = "\n".join(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", path.read_text(), re.S))
+        if _USES_WIDGETS.search(code):
+            pages.append(f"{doc}.html")
     return pages
 
 

@@ -1,0 +1,116 @@
+"""The cells that recur in the chapter notebooks, as functions, so that a chapter stays prose plus
+short calls (the chapters are the MyST Markdown notebooks ``notebooks/*.md``).
+
+* :func:`setup`: which machine this is, printed; every chapter's first code cell.
+* :func:`show_source`: a module's, class's or function's source (or a source string) as a Python block.
+* :func:`introduce`: a chapter's step and the step it builds on, printed with what it adds.
+* :func:`step_bars`: the recorded bars of the tensor-core steps, a chapter's steps outlined.
+* :func:`check`, :func:`time_step`, :func:`check_and_time`: on a GPU that can run the steps, check
+  them against the float32 reference, time them next to cuBLAS, and redraw the bars with the live
+  numbers; on any other machine, say so instead (the GPU-less contract of the setup page).
+
+Nothing here decides what a chapter shows: each function is the code a chapter ran inline before.
+"""
+
+from __future__ import annotations
+
+import inspect as _pyinspect
+from typing import Optional, Sequence
+
+from IPython.display import Markdown, display
+
+from . import arch, bench, ladder, viz
+
+TENSOR_CORE_STEPS = range(3, 11)  # the bars of chapters 4-10: steps 3-10 (chapter 3 shows steps 1-3)
+GPU_NAMES = {"sm90": "Hopper GPU (sm_90a)", "sm100": "Blackwell GPU (sm_100a)"}
+
+
+def setup():
+    """Print what this machine can do; return ``(machine, GPU_ARCH)``.
+
+    ``GPU_ARCH`` is the ladder architecture of the GPU here (``"sm90"`` or ``"sm100"``) when it is
+    a course target, else ``None``: the chapters run their GPU cells only when it is set.
+    """
+    machine = arch.machine()
+    print(machine.describe())
+    return machine, arch.TARGET_ARCH.get(machine.target)
+
+
+def source_markdown(obj) -> Markdown:
+    """``obj``'s source as a fenced Python block: a string is taken as source already; a module,
+    class, method or function is read with :func:`inspect.getsource`."""
+    text = obj if isinstance(obj, str) else _pyinspect.getsource(obj)
+    return Markdown("```python\n" + text + "\n```")
+
+
+def show_source(obj) -> None:
+    """Display :func:`source_markdown` of ``obj`` (a chapter's "here is the code" cell)."""
+    display(source_markdown(obj))
+
+
+def introduce(key, parent) -> tuple:
+    """A chapter's step and its parent (ladder keys such as ``"sm90/4"``), printed with what the
+    step adds and which problems it accepts; returns ``(step, parent)``."""
+    step, parent = ladder.get(key), ladder.get(parent)
+    print(f"{step}\n  parent: {parent}\n  adds: {step.adds}\n  accepts: {step.shapes}")
+    return step, parent
+
+
+def step_bars(records: Sequence[dict], numbers: Sequence[int], arch: str = "sm90", size: int = 4096,
+              live: Optional[Sequence[dict]] = None):
+    """The newest record of each tensor-core step (3-10) at ``size``^3 on a linear scale, the
+    chapter's steps ``numbers`` outlined (:func:`gemm_course.viz.ladder_bars`)."""
+    return viz.ladder_bars(records, arch=arch, shape=(size, size, size), highlight=tuple(numbers), log=False,
+                           numbers=TENSOR_CORE_STEPS, live=live)
+
+
+def runnable_arch() -> Optional[str]:
+    """The ladder architecture whose kernels can run here (``None`` without a course GPU)."""
+    return arch.TARGET_ARCH.get(arch.machine().target)
+
+
+def check(step, count: int = 3, missing: Optional[str] = None) -> None:
+    """Check ``step`` against the float32 reference on ``count`` random shapes it accepts (fresh
+    inputs, a NaN-poisoned output) and print each result; every one must pass. Without a GPU of the
+    step's architecture, print ``missing`` (or a default) instead."""
+    step = ladder.get(step)
+    if runnable_arch() != step.arch:
+        print(missing or f"No {GPU_NAMES[step.arch]} here: the check runs on a GPU (tests/test_gpu.py does the same).")
+        return
+    from . import run
+
+    for result in run.check(step, run.shapes_for(step, count=count), seed=0):
+        print(result)
+        assert result.ok, result
+
+
+def time_step(step, notebook: str, size: int = 4096) -> dict:
+    """Time ``step`` at ``size``^3 next to cuBLAS in this process (a bench record, not written to
+    ``results/``; its command names the chapter). Needs a GPU of the step's architecture."""
+    from .problem import GemmProblem
+
+    return bench.bench_step(ladder.get(step), GemmProblem.square(size), repeats=20, rounds=3,
+                            command=f"notebooks/{notebook}")
+
+
+def check_and_time(numbers: Sequence[int], records: Sequence[dict], notebook: str, arch: Optional[str] = None,
+                   count: int = 3, missing: Optional[str] = None, highlight: bool = False) -> list:
+    """The live end of a chapter's measured section. On a GPU that runs ``arch``'s steps (any course
+    GPU when ``arch`` is ``None``): check each step ``numbers`` (:func:`check`), time it
+    (:func:`time_step`), and draw the recorded bars with the live ones beside them (with
+    ``highlight``, :func:`step_bars`' view; else the whole ladder). Elsewhere print ``missing``.
+    Returns the live records (empty without such a GPU)."""
+    here = runnable_arch()
+    if here is None or (arch is not None and here != arch):
+        print(missing or f"No {GPU_NAMES.get(arch, 'GPU')} here: the bars above are the recorded measurements.")
+        return []
+    live = []
+    for number in numbers:
+        step = ladder.get((here, number))
+        check(step, count=count)
+        live.append(time_step(step, notebook))
+    if highlight:
+        display(step_bars(records, numbers, arch=here, live=live))
+    else:
+        display(viz.ladder_bars(records, arch=here, live=live))
+    return live
