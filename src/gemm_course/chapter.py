@@ -4,6 +4,7 @@ short calls (the chapters are the MyST Markdown notebooks ``notebooks/*.md``).
 * :func:`setup`: which machine this is, printed; every chapter's first code cell.
 * :func:`show_source`: a module's, class's or function's source (or a source string) as a Python block.
 * :func:`introduce`: a chapter's step and the step it builds on, printed with what it adds.
+* :func:`show_diff`: what a step changes against its parent (``gemm-course diff``).
 * :func:`step_bars`: the recorded bars of the tensor-core steps, a chapter's steps outlined.
 * :func:`check`, :func:`time_step`, :func:`check_and_time`: on a GPU that can run the steps, check
   them against the float32 reference, time them next to cuBLAS, and redraw the bars with the live
@@ -46,6 +47,18 @@ def source_markdown(obj) -> Markdown:
 def show_source(obj) -> None:
     """Display :func:`source_markdown` of ``obj`` (a chapter's "here is the code" cell)."""
     display(source_markdown(obj))
+
+
+def show_diff(step) -> None:
+    """Display what ``step`` changes against its parent: the flattened diff of ``gemm-course diff``,
+    with its count of changed lines (the whole step is one ``gemm-course source`` away)."""
+    from . import source
+
+    step = ladder.get(step)
+    added, removed = source.changed_lines(step)
+    parent = source.parent(step)
+    display(Markdown(f"`{step.key}` against `{parent.key if parent else '-'}`: {added} lines added, {removed} removed "
+                     f"(the whole step: `gemm-course source {step.key}`)\n\n```diff\n{source.diff(step)}```"))
 
 
 def introduce(key, parent) -> tuple:
