@@ -257,3 +257,37 @@ def test_sweep_geomean_check_reads_the_newest_sweep(tmp_path):
     assert "over 2 shapes" in exercises.check_sweep_geomean(math.sqrt(0.8 * 1.25), records=records)
     _wrong(exercises.check_sweep_geomean, (0.8 + 1.25) / 2, "sm90/11", records, match="exp")
     _wrong(exercises.check_sweep_geomean, 1.0, "sm90/11", [], match="no sweep")
+
+
+# ---- the Blackwell halves: right code passes, wrong code fails with a hint ------------------------
+
+
+def test_blackwell_code_exercises_accept_right_code_and_refuse_wrong_code():
+    from cutlass.cute.nvgpu import tcgen05
+
+    assert "right" in exercises.check_tmem_alloc_columns(128, 128)
+    _wrong(exercises.check_tmem_alloc_columns, 128, 64, match="power")
+
+    def load(rows, epi_n):
+        if rows == 64:
+            return tcgen05.Ld16x256bOp(tcgen05.Repetition(epi_n // 8))
+        return tcgen05.Ld32x32bOp(tcgen05.Repetition(epi_n))
+
+    assert "right" in exercises.check_tmem_load_op(load)
+    _wrong(exercises.check_tmem_load_op, lambda rows, n: tcgen05.Ld32x32bOp(tcgen05.Repetition(n)), match="16 lanes")
+
+    assert "65536" in exercises.check_pair_tx_bytes(lambda tm, tn, tk, cm, cn: (2 * tm + tn) * tk * 2)
+    _wrong(exercises.check_pair_tx_bytes, lambda tm, tn, tk, cm, cn: (2 * tm + tn) * tk * cm * cn, match="leader")
+
+    def stages(tile_n, epi_n, epi_stages):
+        per_stage = (128 + tile_n // 2) * 64 * 2
+        return 1 + (232448 - (per_stage + 128 * epi_n * 2 * epi_stages + 4096)) // per_stage
+
+    assert "232448" in exercises.check_sm100_max_stages(stages)
+    _wrong(exercises.check_sm100_max_stages, lambda tn, en, es: 232448 // ((128 + tn) * 128), match="tile_n / 2 rows of B")
+
+    assert "power of two" in exercises.check_tmem_columns(lambda a, t: max(32, 1 << (a * t - 1).bit_length()))
+    _wrong(exercises.check_tmem_columns, lambda a, t: a * t, match="power")
+
+    assert "//" in exercises.check_clc_decode(lambda x, cm: x // cm)
+    _wrong(exercises.check_clc_decode, lambda x, cm: x // 2, match="cluster_m")
