@@ -2,8 +2,8 @@
 
     python3 scripts/gpu_timeline.py --steps sm90/11 "sm90/11:stream_k=0" --shapes 2048 4096 --out OUT
 
-A development tool, not part of the course. It copies ``gemm_course/kernels/sm90`` to a sibling
-package ``sm90_timeline`` (removed afterwards) and inserts, at the points named in ``POINTS``,
+A development tool, not part of the course. It copies ``gemm_course/kernels/sm90`` to a package
+``.cache/kernels/sm90_timeline`` (git-ignored, removed afterwards) and inserts, at the points named in ``POINTS``,
 a write of ``%globaltimer_lo`` by one thread per CTA (thread 0: the producer warp, "P"; thread 128:
 the first consumer thread, "C") into the stream-K workspace. Launches whose tail is not split never
 use that workspace otherwise; with a split tail the stamps overwrite part of one partial sum, so
@@ -22,6 +22,8 @@ import os
 import shutil
 import statistics
 import sys
+
+import kernel_copies
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "..", "src", "gemm_course", "kernels")
@@ -98,15 +100,14 @@ def instrument(src: str) -> str:
 
 
 def build_package():
-    target = os.path.join(KERNELS, PACKAGE)
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(os.path.join(KERNELS, "sm90"), target, ignore=shutil.ignore_patterns("__pycache__"))
-    path = os.path.join(target, "step11_beyond_the_seed.py")
-    with open(path) as f:
-        src = f.read()
-    with open(path, "w") as f:
-        f.write(instrument(src))
-    return target
+    files = {}
+    folder = os.path.join(KERNELS, "sm90")
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name)) as f:
+                files[name] = f.read()
+    files["step11_beyond_the_seed.py"] = instrument(files["step11_beyond_the_seed.py"])
+    return kernel_copies.write_package(PACKAGE, files)
 
 
 def timeline(step_key, fields, problem, a, b, c, launches):
@@ -115,8 +116,7 @@ def timeline(step_key, fields, problem, a, b, c, launches):
     from gemm_course import ladder, run
     from gemm_course.cli import _parse_config
 
-    step = ladder.get(step_key)
-    step = dataclasses.replace(step, number=3000 + step.number, module_name=step.module_name.replace(".sm90.", f".{PACKAGE}."))
+    step = kernel_copies.step_from(PACKAGE, ladder.get(step_key))
     config = _parse_config(step, fields)
     launch = run.prepare(step, a, b, c, config)
     for _ in range(10):

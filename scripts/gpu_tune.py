@@ -1,9 +1,9 @@
 """Compare kernel variants and cuBLAS interleaved in one process (GPU). For tuning, not for the book.
 
-    python3 scripts/gpu_tune.py --shapes 4096 8192 --out OUT  sm90/9  sm90/10  "sm90/10:epi_stages=4"
+    python3 scripts/gpu_tune.py --shapes 4096 8192 --out OUT  sm90/10  sm90/11  "sm90/11:epi_stages=4"
 
-A variant is ``STEP[:FIELD=VALUE,...]``; ``PACKAGE@STEP`` takes the step's module from a sibling
-package of ``gemm_course.kernels.sm90`` (e.g. an older revision's kernels, copied by
+A variant is ``STEP[:FIELD=VALUE,...]``; ``PACKAGE@STEP`` takes the step's module from a copy of
+the Hopper kernels under ``.cache/kernels/PACKAGE`` (e.g. an older revision's, written by
 ``scripts/ab_copy.py REV``, for an A/B test).
 Every variant is checked against float32 on the shape before timing. All variants and cuBLAS
 go through one ``bench.compare`` call per shape, so they share the GPU's clock and temperature.
@@ -19,6 +19,7 @@ import sys
 
 import torch
 
+import kernel_copies
 from gemm_course import bench, ladder, run
 from gemm_course.cli import _parse_config, _shapes
 from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
@@ -28,9 +29,8 @@ def variant(spec: str):
     package, _, rest = spec.rpartition("@")
     key, _, fields = rest.partition(":")
     step = ladder.get(key)
-    if package:  # a distinct key, so the compile cache never mixes the two versions
-        module = step.module_name.replace(f".{step.arch}.", f".{package}.")
-        step = dataclasses.replace(step, number=1000 + step.number, module_name=module)
+    if package:
+        step = kernel_copies.step_from(package, step)
     return step, _parse_config(step, fields.split(",") if fields else [])
 
 

@@ -83,15 +83,30 @@ def test_timeline_tool_still_finds_its_points_in_step_11():
     removes one must update the tool, not break it on the GPU machine."""
     import importlib.util
     import os
+    import shutil
+    import sys
 
-    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "gpu_timeline.py")
-    spec = importlib.util.spec_from_file_location("gpu_timeline", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    scripts = os.path.join(os.path.dirname(__file__), "..", "scripts")
+    sys.path.insert(0, scripts)  # the tool imports its sibling kernel_copies
+    try:
+        spec = importlib.util.spec_from_file_location("gpu_timeline", os.path.join(scripts, "gpu_timeline.py"))
+        tool = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tool)
+        import kernel_copies
+    finally:
+        sys.path.remove(scripts)
     source = open(ladder.get("sm90/11").load().__file__).read()
     instrumented = tool.instrument(source)
     assert instrumented.count("self.stamp(mPartials, ") == len(tool.POINTS)
-    compile(instrumented, "step11_instrumented.py", "exec")  # still Python
+    # the instrumented copy lives outside src/ and compiles, one timer read per point
+    target = tool.build_package()
+    try:
+        assert "src" not in os.path.relpath(target, kernel_copies.ROOT).split(os.sep)
+        step = kernel_copies.step_from(tool.PACKAGE, ladder.get("sm90/11"))
+        ptx = arch.compile_step(step, step.default, target="sm_90a").ptx
+        assert ptx.count("globaltimer") == len(tool.POINTS)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
     row = {"shape": (2048, 2048, 2048), "step": "sm90/11", "config": {}, "launches": 3, "event_us": 27.0,
            "last_exit_us": 24.4, "points_us": {name: 1.0 for _, name, *_ in tool.POINTS}}
     record = tool.to_record(row, {"gpu": "NVIDIA H200"}, "python3 scripts/gpu_timeline.py", "2026-11-30T00:00:00+00:00")
