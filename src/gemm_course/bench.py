@@ -30,7 +30,7 @@ import os
 import platform
 import statistics
 import subprocess
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from . import ladder
 from .problem import GemmProblem, make_inputs, reference, relative_error
@@ -190,9 +190,31 @@ def gpu_slug(name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+PEERS = ("triton",)  # kernels a reader would otherwise use, timed beside cuBLAS on request
+
+
+def _peer(name: str, a, b):
+    """(launch, output) of a peer kernel on these operands, warmed up (Triton autotunes on its first call)."""
+    import torch
+
+    if name != "triton":
+        raise ValueError(f"unknown peer {name!r}: choose from {', '.join(PEERS)}")
+    from . import triton_peer
+
+    out = torch.empty(a.shape[0], b.shape[0], dtype=torch.bfloat16, device=a.device)
+
+    def launch():
+        triton_peer.matmul(a, b, out)
+
+    launch()
+    torch.cuda.synchronize()
+    return launch, out
+
+
 def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeats: int = 100, rounds: int = 5,
-               seed: int = 0, command: str = "", env: Optional[dict] = None, seed_launches: int = 100) -> dict:
-    """Check, then time ``step`` and cuBLAS interleaved on ``problem``; return a record."""
+               seed: int = 0, command: str = "", env: Optional[dict] = None, seed_launches: int = 100,
+               peers: Sequence[str] = ()) -> dict:
+    """Check, then time ``step`` and cuBLAS (and any ``peers``) interleaved on ``problem``; return a record."""
     import torch
 
     from . import run
@@ -209,8 +231,12 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
     def cublas():
         torch.mm(a, b.t(), out=c_ref)
 
+    providers = {"step": launch, "cublas": cublas}
+    peer_outputs = {}
+    for name in peers:
+        providers[name], peer_outputs[name] = _peer(name, a, b)
     clocks_before = clocks()
-    timed = compare({"step": launch, "cublas": cublas}, warmup, repeats, rounds, seed_launches)
+    timed = compare(providers, warmup, repeats, rounds, seed_launches)
     clocks_after = clocks()
     ours, theirs = summarize(timed["step"]["each"]), summarize(timed["cublas"]["each"])
 
@@ -251,7 +277,20 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
         "host_launch_us": {"step": timed["step"]["host_launch_us"], "cublas": timed["cublas"]["host_launch_us"]},
         "rel_error": err,
         "command": command,
+        **({"peers": {name: _peer_entry(name, problem, timed[name], theirs, peer_outputs[name], a, b, as_tflops)
+                      for name in peers}} if peers else {}),
     }
+
+
+def _peer_entry(name, problem, timed, cublas_summary, out, a, b, as_tflops) -> dict:
+    summary = summarize(timed["each"])
+    entry = {"time_ms": summary, "tflops": as_tflops(summary, timed["seed_mean"]),
+             "ratio_to_cublas": cublas_summary["median"] / summary["median"], "rel_error": relative_error(out, reference(a, b))}
+    if name == "triton":
+        from . import triton_peer
+
+        entry["config"] = triton_peer.best_config(problem.m, problem.n, problem.k)
+    return entry
 
 
 def write_records(records: list, tag: str, out_dir: Optional[str] = None) -> str:

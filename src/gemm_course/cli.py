@@ -122,10 +122,8 @@ def cmd_check(args):
 
 
 def cmd_bench(args):
-    from . import bench
+    from . import bench, run
     from .problem import GemmProblem
-
-    from . import run
 
     steps = [ladder.get(s) for s in args.steps]
     shapes = _shapes(args.shapes)
@@ -148,12 +146,13 @@ def cmd_bench(args):
             print(f"[{i}/{len(jobs)}] {step.key} {problem.label}: skipped ({why})", file=sys.stderr)
             continue
         rec = bench.bench_step(step, problem, config, args.warmup, args.repeats, args.rounds, command=command, env=env,
-                               seed_launches=args.seed_launches)
+                               seed_launches=args.seed_launches, peers=args.peers)
         records.append(rec)
         print(
             f"[{i}/{len(jobs)}] {step.key:<8} {problem.label:<18} {rec['tflops']['median']:7.1f} TFLOP/s  "
             f"cuBLAS {rec['cublas_tflops']['median']:7.1f}  ratio {rec['ratio_to_cublas']:.3f}  "
-            f"err {rec['rel_error']:.1e}  ({time.time() - t0:.0f} s)",
+            f"err {rec['rel_error']:.1e}  ({time.time() - t0:.0f} s)"
+            + "".join(f"  {name} {p['tflops']['median']:.1f} ({p['ratio_to_cublas']:.3f})" for name, p in rec.get("peers", {}).items()),
             file=sys.stderr,
             flush=True,
         )
@@ -238,6 +237,8 @@ def build_parser():
     b.add_argument("--out", help="folder for the record file (default results/<gpu>/)")
     b.add_argument("--tag", help="name part of the record file")
     b.add_argument("--no-write", action="store_true")
+    b.add_argument("--peers", nargs="*", default=[], choices=["triton"],
+                   help="also time these kernels in the same rounds (triton: the course's Triton matmul)")
     b.set_defaults(fn=cmd_bench)
     return p
 
