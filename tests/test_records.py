@@ -9,6 +9,8 @@ from synthetic import bench_record, clocks_record, sweep_record, write_runs
 
 from gemm_course import bench, ladder, records
 
+pytestmark = pytest.mark.fast
+
 
 def test_load_records_filters_by_kind_and_sorts_by_date(tmp_path):
     folder = tmp_path / "results" / "gpu"
@@ -147,3 +149,75 @@ def test_order_energy_points_pair_each_steps_order_with_its_joules():
     assert points["sm90/8"]["joule_per_tflop"] == pytest.approx(690.0 / 660.0)
     # the row raster's waves span whole rows of the 32 x 32 cluster-tile grid: more panels than either blocked order
     assert points["sm90/8"]["model_gb"] > points["sm90/10"]["model_gb"] > points["sm90/9"]["model_gb"]
+
+
+def test_config_changes_names_what_a_record_ran_besides_its_steps_default():
+    current = dataclasses.asdict(ladder.get("sm90/8").default)
+    assert records.config_changes({"step": "sm90/8", "config": current}) == {}
+    old = dict(current, epi_n=128, stages=3, stream_k=True)  # step 8 as recorded before the re-cut
+    assert records.config_changes({"step": "sm90/8", "config": old}) == {"epi_n": 128, "stages": 3, "stream_k": True}
+    variant = dict(dataclasses.asdict(ladder.get("sm90/10").default), mma_n=128)
+    assert records.config_changes({"step": "sm90/10:mma_n=128", "config": variant}) == {"mma_n": 128}
+    final = {k: v for k, v in dataclasses.asdict(ladder.get("sm90/11").default).items() if k != "gpc_order"}
+    assert records.config_changes({"step": "sm90/11", "config": final}) == {"gpc_order": False}  # a legacy field
+
+
+def _tuning(tmp_path, rows, name="tune_x"):
+    import gzip
+
+    folder = tmp_path / "results" / "tuning"
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / f"{name}.json.gz", "wt") as f:
+        json.dump({"what": "a synthetic A/B", "command": "none", "rows": rows}, f)
+    return str(tmp_path / "results")
+
+
+def test_ab_changes_and_table_read_an_ab_run(tmp_path):
+    rows = [{"shape": "4096x4096x4096", "variant": v, "median_ms": ms}
+            for v, ms in (("new", 1.0), ("old", 1.1), ("cublas", 1.0), ("new", 2.0), ("old", 1.9))]
+    rows.append({"shape": "8192x8192x8192", "variant": "new", "median_ms": 8.0})  # no "old" here: left out
+    where = _tuning(tmp_path, rows)
+    tune = records.load_tuning("tune_x", where)
+    assert tune["_file"] == "tune_x.json.gz" and records.load_tuning("tune_x.json.gz", where)["what"] == "a synthetic A/B"
+    assert records.load_tuning("absent", where) is None
+    changes = records.ab_changes(tune, "new", "old")
+    assert list(changes) == ["4096x4096x4096"]
+    assert changes["4096x4096x4096"] == pytest.approx([0.1, -0.05])  # repetitions in run order
+    table = records.ab_table([("tune_x", "new", "old"), ("absent", "new", "old")], where)
+    assert "| 4096x4096x4096 | +10.0%, -5.0% |" in table
+    assert f"| geometric mean | {(1.1 * 0.95) ** 0.5 - 1:+.1%} |" in table
+    assert "a synthetic A/B" in table and "Not found under results/tuning/: absent" in table
+    assert records.ab_table([("absent", "new", "old")], where).startswith("No A/B run")
+
+
+def test_ncu_utilization_reads_the_speed_of_light_lines():
+    log = """==PROF== header
+  kernel_cutlass_kernel_gemm_coursekernelssm90step11_beyond_the_seedGemm_object_at_x (132, 1, 1)x(384, 1, 1), Context 1
+    Section: GPU Speed Of Light Throughput
+    Elapsed Cycles                cycle      200,000
+    SM Active Cycles              cycle   190,000.50
+    OPT   Tensor is the highest-utilized pipeline (91.5%) based on elapsed cycles in the workload
+  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT (2, 66, 1)x(384, 1, 1), Context 1
+    Elapsed Cycles                cycle      210,000
+    SM Active Cycles              cycle      200,000
+    OPT   Shared is the highest-utilized pipeline (90.0%) based on elapsed cycles in the workload
+  some_other_kernel (1, 1, 1)x(32, 1, 1)
+    Duration                      us            1
+"""
+    got = records.ncu_utilization(log)
+    assert [k for k, _ in got] == ["step11", "nvjet (cuBLAS)"]
+    assert got[0][1] == {"elapsed": 200000.0, "active": 190000.5, "pipe": "Tensor", "pipe_percent": 91.5}
+    assert got[1][1]["pipe"] == "Shared"
+
+
+def test_roofline_points_come_from_the_newest_records():
+    from gemm_course import bench, records
+
+    recs = bench.load_records()
+    points = records.roofline_points(recs, "sm90", 4096)
+    labels = [p["label"] for p in points]
+    assert labels[0] == "sm90/2" and labels[-1] == "cuBLAS" and "sm90/11" in labels
+    assert all(p["tflops"] > 0 and p["intensity"] > 1000 for p in points)  # 4096^3 moves each byte ~1365 times
+    ratio = records.sustained_clock_ratio([records.latest(recs, "sm90/11", 8192, 8192, 8192)])
+    assert ratio is not None and 0.5 < ratio <= 1.0
+    assert records.sustained_clock_ratio([]) is None

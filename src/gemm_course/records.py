@@ -5,7 +5,9 @@ A record is one JSON object of a results file under ``results/<gpu-slug>/`` (wri
 :func:`gemm_course.bench.write_records`); :func:`load_records` reads them all and stores each
 one's file in ``'_file'``, which also names its *run*. Kinds: ``bench`` (a step timed against
 cuBLAS, :func:`gemm_course.bench.bench_step`), ``clocks`` (``scripts/gpu_clocks.py``) and
-``timeline`` (``scripts/gpu_timeline.py``).
+``timeline`` (``scripts/gpu_timeline.py``). The A/B runs of ``scripts/gpu_tune.py`` (variants
+interleaved in one process, raw per-launch times) are files of their own, ``results/tuning/NAME.json.gz``:
+:func:`load_tuning` reads one, :func:`ab_changes` and :func:`ab_table` compare two of its variants.
 
 Nothing here measures or draws: every function takes records and returns records, numbers or
 Markdown text.
@@ -18,6 +20,7 @@ import glob
 import json
 import math
 import os
+import statistics
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
@@ -74,6 +77,20 @@ def has_default_config(record: dict, step) -> bool:
     return {**legacy, **record["config"]} == default
 
 
+def config_changes(record: dict, step=None) -> dict:
+    """The fields of ``record``'s config that differ from ``step``'s current default (default: the
+    record's own step; a variant such as ``sm90/10:mma_n=128`` is compared with its step), as
+    ``{field: recorded value}``; a field the step's Config no longer has is included, one it gained
+    since (:data:`LEGACY_FIELDS`) counts at its old value. For records written before a step changed
+    (the Hopper ladder was re-cut after many of them)."""
+    from . import ladder
+
+    step = ladder.get(step or record["step"].split(":")[0])
+    default = dataclasses.asdict(step.default)
+    recorded = {**{k: v for k, v in LEGACY_FIELDS.items() if k in default}, **(record.get("config") or {})}
+    return {k: v for k, v in sorted(recorded.items()) if default.get(k, object()) != v}
+
+
 def latest(records: Iterable[dict], step: str, m: int, n: int, k: int, gpu: Optional[str] = None,
            config: Optional[dict] = None) -> Optional[dict]:
     """The newest record of ``step`` at ``m x n x k`` (default config unless ``config`` given)."""
@@ -99,6 +116,35 @@ def latest_per_step(records: Sequence[dict], arch: str = "sm90", shape=(4096, 40
 
     m, n, k = shape
     return {s.number: latest(records, s.key, m, n, k, gpu=gpu) for s in ladder.steps(arch)}
+
+
+def roofline_points(records: Sequence[dict], arch: str = "sm90", size: int = 4096, gpu: Optional[str] = None) -> list:
+    """Each measured tensor-core step at ``size``^3 as a roofline point: ``{label, intensity (the
+    problem's FLOP per DRAM byte), tflops (median), clock_mhz (SM clock after the run)}``; cuBLAS from
+    the final step's run as the last point."""
+    from . import ladder
+    from .problem import GemmProblem
+
+    intensity = GemmProblem(size, size, size).arithmetic_intensity
+    points, last = [], None
+    for number, rec in latest_per_step(records, arch, (size, size, size), gpu).items():
+        if rec is None or number < 2:
+            continue
+        clock = (rec.get("clocks_after") or {}).get("sm_mhz")
+        points.append({"label": f"{arch}/{number}", "intensity": intensity, "tflops": rec["tflops"]["median"], "clock_mhz": clock})
+        last = rec
+    if last is not None and last["step"] == ladder.final(arch).key:
+        points.append({"label": "cuBLAS", "intensity": intensity, "tflops": last["cublas_tflops"]["median"],
+                       "clock_mhz": (last.get("clocks_after") or {}).get("sm_mhz")})
+    return points
+
+
+def sustained_clock_ratio(records: Sequence[dict]) -> Optional[float]:
+    """Median over ``records`` of the SM clock after a run over the maximum clock: the share of the
+    datasheet peak (quoted at the maximum clock) a sustained GEMM can reach."""
+    ratios = [r["clocks_after"]["sm_mhz"] / r["clocks_after"]["max_sm_mhz"] for r in records
+              if (r.get("clocks_after") or {}).get("sm_mhz") and r["clocks_after"].get("max_sm_mhz")]
+    return statistics.median(ratios) if ratios else None
 
 
 def provenance(record: dict) -> str:
@@ -230,11 +276,13 @@ def power_limit_split(records: Sequence[dict]) -> list:
     return rows
 
 
-STEP_ORDERS = {"sm90/8": "row", "sm90/9": "grouped", "sm90/10": "gilbert"}  # each persistent step's tile order
+# each persistent step's tile order (step 11 permutes each full wave's Gilbert indices by GPC, the
+# same tiles per wave)
+STEP_ORDERS = {"sm90/8": "row", "sm90/9": "grouped", "sm90/10": "gilbert", "sm90/11": "gilbert"}
 
 
 def order_energy_points(records: Sequence[dict]) -> list:
-    """Records of kind ``clocks`` of the persistent steps 8-10, as points: the panel model's DRAM
+    """Records of kind ``clocks`` of the persistent steps (:data:`STEP_ORDERS`), as points: the panel model's DRAM
     bytes for the step's own order (cluster-tiles in waves of the grid's clusters,
     :func:`gemm_course.sim.l2_traffic`) against the measured joules per TFLOP, averaged over the
     step's runs."""
@@ -254,3 +302,94 @@ def order_energy_points(records: Sequence[dict]) -> list:
             points.append({"file": file, "shape": f"{m}x{n}x{k}", "step": step, "model_gb": traffic.bytes / 1e9,
                            "joule_per_tflop": joules, "gpu": mine[0].get("gpu"), "date": mine[0].get("date", "")[:10]})
     return points
+
+
+# ---------------------------------------------------------------------------------------------
+# A/B runs (scripts/gpu_tune.py, results/tuning/NAME.json.gz): variants interleaved in one process
+# ---------------------------------------------------------------------------------------------
+
+
+def load_tuning(name: str, results_dir: Optional[str] = None) -> Optional[dict]:
+    """The A/B run ``results/tuning/NAME.json.gz`` (``NAME`` with or without the suffix): what it
+    compared (``what``), its ``command`` and one row per variant and shape, in the order run (a
+    shape repeated in one run has a row per repetition); None when the file is absent."""
+    import gzip
+
+    name = name if name.endswith(".json.gz") else name + ".json.gz"
+    path = os.path.join(results_dir or RESULTS_DIR, "tuning", name)
+    if not os.path.exists(path):
+        return None
+    with gzip.open(path, "rt") as f:
+        return dict(json.load(f), _file=name)
+
+
+def ab_changes(tune: dict, new: str, old: str) -> dict:
+    """``{shape: [old median / new median - 1, ...]}``, one value per repetition of the shape in
+    the run: how much faster variant ``new`` ran than ``old`` (positive: ``new`` is faster). Only
+    shapes where both ran; variant names as the run wrote them."""
+    out: dict = {}
+    for shape in dict.fromkeys(r["shape"] for r in tune["rows"]):
+        times = {v: [r["median_ms"] for r in tune["rows"] if r["shape"] == shape and r["variant"] == v] for v in (new, old)}
+        pairs = list(zip(times[new], times[old]))
+        if pairs:
+            out[shape] = [o / n - 1.0 for n, o in pairs]
+    return out
+
+
+def ab_table(runs: Sequence[tuple], results_dir: Optional[str] = None) -> str:
+    """A Markdown table of A/B runs ``[(name, new, old), ...]`` (:func:`load_tuning` names): one
+    column per run, one row per shape, each cell ``new``'s speed-up over ``old`` in that run
+    (:func:`ab_changes`; repetitions side by side), a last row with the geometric mean over the
+    run's shapes; under it, what each run compared, from its file. Absent files are named, not drawn."""
+    loaded = [(name, load_tuning(name, results_dir), new, old) for name, new, old in runs]
+    present = [(name, tune, new, old) for name, tune, new, old in loaded if tune is not None]
+    missing = [name for name, tune, _, _ in loaded if tune is None]
+    if not present:
+        return "No A/B run recorded under results/tuning/: " + ", ".join(missing)
+    changes = [ab_changes(tune, new, old) for _, tune, new, old in present]
+    shapes = list(dict.fromkeys(s for c in changes for s in c))
+    head = "| shape | " + " | ".join(f"run {i + 1}: `{new}` vs `{old}`" for i, (_, _, new, old) in enumerate(present)) + " |"
+    rows = [head, "|---|" + "---:|" * len(present)]
+    for shape in shapes:
+        rows.append(f"| {shape} | " + " | ".join(", ".join(f"{v:+.1%}" for v in c[shape]) if shape in c else ""
+                                                for c in changes) + " |")
+    rows.append("| geometric mean | " + " | ".join(
+        f"{geomean(1.0 + v for vs in c.values() for v in vs) - 1.0:+.1%}" if c else "" for c in changes) + " |")
+    notes = [f"Run {i + 1}: `results/tuning/{tune['_file']}`: {tune.get('what', '(no description)')}."
+             for i, (_, tune, _, _) in enumerate(present)]
+    if missing:
+        notes.append("Not found under results/tuning/: " + ", ".join(missing) + ".")
+    return "\n".join(rows) + "\n\n" + "\n".join(f"* {n}" for n in notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Nsight Compute logs (results/logs/*ncu*.txt)
+# ---------------------------------------------------------------------------------------------
+
+
+def ncu_kernel_name(name: str) -> str:
+    """A short name for a kernel of an ncu log: the course's ``stepNN`` (the step's module as it
+    was named when the log was written), ``nvjet (cuBLAS)``, or the name itself."""
+    import re
+
+    step = re.search(r"sm90(step\d+)_", name)
+    return step.group(1) if step else "nvjet (cuBLAS)" if name.startswith("nvjet") else name
+
+
+def ncu_utilization(text: str) -> list:
+    """``[(kernel, {elapsed, active, pipe, pipe_percent}), ...]`` from an Nsight Compute log with the
+    speed-of-light sections (``scripts/profile_ncu.py``): elapsed and SM active cycles, and the
+    busiest pipeline with its share of elapsed cycles, per profiled kernel (:func:`ncu_kernel_name`).
+    Kernels without those lines are left out."""
+    import re
+
+    out = []
+    for block in re.split(r"\n  (?=\S)", text)[1:]:
+        elapsed = re.search(r"Elapsed Cycles\s+cycle\s+([\d,.]+)", block)
+        active = re.search(r"SM Active Cycles\s+cycle\s+([\d,.]+)", block)
+        pipe = re.search(r"(\w+) is the highest-utilized pipeline \(([\d.]+)%\)", block)
+        if elapsed and active and pipe:
+            out.append((ncu_kernel_name(block.split()[0]), {
+                "elapsed": float(elapsed.group(1).replace(",", "")), "active": float(active.group(1).replace(",", "")),
+                "pipe": pipe.group(1), "pipe_percent": float(pipe.group(2))}))
+    return out
