@@ -10,7 +10,7 @@ CPU_TORCH := torch==2.13.0
 # myst-nb's jupyter-cache for this book (its default place, next to _build/html)
 NB_CACHE  := _build/.jupyter_cache
 
-.PHONY: setup test test-gpu book notebooks vendor browser clean b200
+.PHONY: setup test test-fast test-gpu book notebooks vendor browser clean b200
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -32,6 +32,10 @@ test: $(STAMP) vendor browser notebooks
 	$(BIN)/python -m pytest -q notebooks --nbval-lax --nbval-cell-timeout=600 --nb-cache=$(NB_CACHE)
 	$(BUILD_BOOK)
 	GEMM_COURSE_CHAPTERS_RAN=nbval $(BIN)/python -m pytest -q tests
+
+# The pure-Python tests only (pytest -m fast: no kernel compiled, no book needed; under a minute).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m fast tests
 
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -q -m gpu tests

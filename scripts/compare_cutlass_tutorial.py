@@ -804,6 +804,7 @@ def load_tutorial(directory: str, key: str):
 
 def compile_tutorial(mod, key: str, max_active_clusters: int) -> Build:
     import cutlass.cute as cute
+
     from gemm_course import arch
 
     a, b, c = arch.fake_operands("dynamic")
@@ -1036,8 +1037,8 @@ def _(tv, cv, t, c):
         x = int(re.search(r"\.x(\d+)\.", m["op_tld"][0]).group(1))
         cols.append(x * m["epi"]["tcgen05.ld"])
     if cols[0] == cols[1] == TILE[1]:
-        return (f"both read the 256 accumulator columns once per tile: the tutorial in 64-column loads "
-                f"(x64, 4 sub-tiles), the course in 32-column loads (x32, 8 sub-tiles of its TMA-store epilogue)")
+        return ("both read the 256 accumulator columns once per tile: the tutorial in 64-column loads "
+                "(x64, 4 sub-tiles), the course in 32-column loads (x32, 8 sub-tiles of its TMA-store epilogue)")
 
 
 @explain(["1"], ["st.shared per tile", "st.global per tile", "TMA store (cp.async.bulk.tensor s->g) per tile",
@@ -1174,8 +1175,8 @@ def print_summary(results: list):
                 cells.append("-")
                 continue
             _, _, tv, cv, flag, _ = row
-            short = lambda v: v if len(v) <= 70 else v[:67] + "..."
-            cells.append(f"= {short(tv)}" if not flag else f"{flag}: {short(tv)} / {short(cv)}")
+            tv, cv = (v if len(v) <= 70 else v[:67] + "..." for v in (tv, cv))
+            cells.append(f"= {tv}" if not flag else f"{flag}: {tv} / {cv}")
         print(f"| {name} | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     print()
     for r in done:

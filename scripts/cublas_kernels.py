@@ -7,7 +7,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from gemm_course.cli import _shapes
 
-SWEEP = ["2048", "4096", "8192", "12288", "16384"] + [f"8192x{n}x{k}" for n in (4096, 6144, 14336, 28672) for k in (4096, 6144, 14336, 28672)]
+LLM = (4096, 6144, 14336, 28672)
+SWEEP = ["2048", "4096", "8192", "12288", "16384"] + [f"8192x{n}x{k}" for n in LLM for k in LLM]
 
 for m, n, k in _shapes(sys.argv[1:] or SWEEP):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)

@@ -19,15 +19,15 @@ import dataclasses
 import datetime
 import statistics
 import subprocess
-import time
-
 import sys
+import time
 
 import torch
 
 from gemm_course import bench
 from gemm_course.cli import _shapes
 from gemm_course.problem import GemmProblem, make_inputs
+
 from gpu_tune import checked_launches, variant
 
 
@@ -80,7 +80,8 @@ def main(argv=None):
             config = variants[name][1] if name in variants else None
             r.update(shape=problem.label, provider=name, tflops=flops / r["seconds_per_launch"] / 1e12,
                      shape_mnk={"m": m, "n": n, "k": k}, config=dataclasses.asdict(config) if config else None)
-            r["flop_per_sm_clock"] = flops / r["seconds_per_launch"] / (r["sm_mhz"] * 1e6) / torch.cuda.get_device_properties(0).multi_processor_count
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            r["flop_per_sm_clock"] = flops / r["seconds_per_launch"] / (r["sm_mhz"] * 1e6) / sms
             r["joule_per_tflop"] = r["power_w"] / r["tflops"]
             rows.append(r)
         print(f"{problem.label} done", flush=True)

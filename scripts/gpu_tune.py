@@ -12,17 +12,17 @@ course keeps them as ``results/tuning/NAME.json.gz``, with ``what`` and ``comman
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
 
 import torch
 
-import kernel_copies
 from gemm_course import bench, ladder, run
 from gemm_course.cli import _parse_config, _shapes
 from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+
+import kernel_copies
 
 
 def variant(spec: str):

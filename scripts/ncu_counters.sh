@@ -6,7 +6,7 @@
 #   STEPS="sm90/8 sm90/10" SHAPES="4096" scripts/ncu_counters.sh OUT_DIR
 set -u
 out=$1
-steps=${STEPS:-sm90/10}
+steps=${STEPS:-sm90/11}
 shapes=${SHAPES:-4096 8192x4096x28672}
 ncu --query-metrics --chip gh100 2>/dev/null | awk '{print $1}' > $out/names.txt  # only the names this ncu knows
 want="lts__t_sectors_srcunit_tex_op_read lts__t_requests_srcunit_tex_op_read l1tex__m_xbar2l1tex_read_bytes lts__t_sectors_srcunit_ltcfabric lts__t_sectors_op_read lts__t_sectors_srcunit_tex_op_read_lookup_hit smsp__inst_executed l1tex__data_pipe_lsu_wavefronts_mem_shared sm__sass_data_bytes_mem_shared l1tex__data_bank_reads l1tex__data_bank_writes lts__t_sectors_srcunit_tex_op_write dram__bytes_read gpu__time_duration sm__cycles_active lts__t_sectors_srcunit_tex lts__t_requests_srcunit_tex_op_read_lookup_hit l1tex__m_l1tex2xbar_write_bytes smsp__inst_executed_op_ldsm smsp__sass_inst_executed_op_shared_st"

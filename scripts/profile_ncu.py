@@ -10,6 +10,7 @@ import torch
 
 from gemm_course import run
 from gemm_course.problem import GemmProblem, make_inputs
+
 from gpu_tune import variant  # STEP[:FIELD=VALUE,...]
 
 parser = argparse.ArgumentParser()

@@ -1,5 +1,7 @@
 import pytest
 
+SPEED_MARKS = ("fast", "compile", "book", "gpu")
+
 
 def _gpu_target():
     try:
@@ -17,3 +19,33 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    """Every test carries one of the marks of pyproject.toml: fast, compile, book or gpu."""
+    if not any(item.get_closest_marker(m) for m in SPEED_MARKS):
+        pytest.fail(f"{item.nodeid} has none of the marks {', '.join(SPEED_MARKS)} (pyproject.toml's markers)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test marked fast neither compiles a kernel nor traces a CuTeDSL function, in its fixtures
+    either (`make test-fast` relies on it: under a minute). Compiled kernels are cached per process,
+    so a fast test that compiled would pass after a compile test and slow `-m fast` down alone: it is
+    refused either way."""
+    if item.get_closest_marker("fast") is None:
+        yield
+        return
+    from cutlass.base_dsl.dsl import BaseDSL
+
+    from gemm_course import arch
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{item.nodeid} is marked fast but compiles or traces a CuTeDSL function: mark it compile")
+
+    saved = BaseDSL.generate_mlir, arch.compile_step
+    BaseDSL.generate_mlir, arch.compile_step = refuse, refuse
+    try:
+        yield
+    finally:
+        BaseDSL.generate_mlir, arch.compile_step = saved

@@ -15,6 +15,8 @@ import pytest
 
 from gemm_course import arch, b200, records
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "b200_validate.sh"
 B200 = arch.Machine("NVIDIA B200", (10, 0), 148, "sm_100a")

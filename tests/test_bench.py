@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from gemm_course import bench, records
+from gemm_course import bench, ladder, records
 from gemm_course.problem import GemmProblem
+
+pytestmark = pytest.mark.fast
 
 
 def test_tflops():
@@ -19,7 +21,6 @@ def test_summarize_median_and_spread():
 
 
 def _record(step="sm90/3", m=4096, tf=300.0, date="2026-11-29T10:00:00+00:00", cfg=None):
-    from gemm_course import ladder
     import dataclasses
 
     return {
@@ -55,7 +56,9 @@ def test_write_refuses_empty():
 
 
 def test_committed_records_have_provenance():
-    for r in records.load_records():
+    recs = records.load_records()
+    assert {r["step"] for r in recs} >= {s.key for s in ladder.steps("sm90")}, "a Hopper step has no record under results/"
+    for r in recs:
         for key in ("gpu", "driver", "cuda", "torch", "cutlass_dsl", "date", "shape", "config", "protocol"):
             assert r.get(key) is not None, f"{r['_file']} lacks {key}"
         assert r["rel_error"] < 1e-2

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 BUILT = HTML / ".book-built"
@@ -191,7 +193,9 @@ def test_results_page_runs_without_records(tmp_path):
     assert "No records yet" in text
 
 
-_EXTERNAL_REF = re.compile(r"<(?:script|link|img|iframe|source|video|audio|embed)\b[^>]*?\b(?:src|href)=\"((?:https?:)?//[^\"]+)\"", re.I)
+_EXTERNAL_REF = re.compile(
+    r"<(?:script|link|img|iframe|source|video|audio|embed)\b[^>]*?\b(?:src|href)=\"((?:https?:)?//[^\"]+)\"", re.I
+)
 
 
 def test_no_page_references_a_remote_asset(book):

@@ -2,9 +2,10 @@
 
 import pytest
 
-from gemm_course import cli
+from gemm_course import arch, cli
 
 
+@pytest.mark.fast
 def test_doctor_lists_every_step(capsys):
     assert cli.main(["doctor"]) == 0
     out = capsys.readouterr().out
@@ -13,6 +14,7 @@ def test_doctor_lists_every_step(capsys):
         assert key in out
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("step,arch,mma", [("sm90/3", "sm_90a", "HGMMA"), ("sm100/2", "sm_100a", "UTCHMMA")])
 def test_inspect_prints_resources_and_mix(capsys, step, arch, mma):
     assert cli.main(["inspect", step, "--arch", arch, "--sass"]) == 0
@@ -21,26 +23,31 @@ def test_inspect_prints_resources_and_mix(capsys, step, arch, mma):
     assert "tensor-core MMA" in out and mma in out
 
 
+@pytest.mark.compile
 def test_inspect_with_a_config(capsys):
     assert cli.main(["inspect", "sm90/2", "--config", "tile_n=128"]) == 0
     assert "tile_n=128" in capsys.readouterr().out
 
 
+@pytest.mark.fast
 def test_invalid_config_is_refused():
     with pytest.raises(SystemExit, match="tile_n must be 64, 128 or 256"):
         cli.main(["inspect", "sm90/2", "--config", "tile_n=96"])
 
 
+@pytest.mark.fast
 def test_unknown_field_is_refused():
     with pytest.raises(SystemExit, match="no config field 'tiles'"):
         cli.main(["inspect", "sm90/2", "--config", "tiles=2"])
 
 
+@pytest.mark.fast
 def test_unknown_step(capsys):
     assert cli.main(["inspect", "sm90/42"]) == 2
     assert "the ladder has" in capsys.readouterr().err
 
 
+@pytest.mark.fast
 def test_list(capsys):
     assert cli.main(["list", "--arch", "sm90"]) == 0
     assert capsys.readouterr().out.count("adds:") == 11  # the seed's ten steps and "beyond the seed"
@@ -51,7 +58,8 @@ def test_list(capsys):
 # ---- errors a reader meets: one line each, never a traceback --------------------------------------
 
 
-@pytest.mark.skipif(__import__("gemm_course.arch", fromlist=["machine"]).machine().has_gpu, reason="needs a machine without a GPU")
+@pytest.mark.fast
+@pytest.mark.skipif(arch.machine().has_gpu, reason="needs a machine without a GPU")
 @pytest.mark.parametrize("argv", [["check", "sm90/3"], ["bench", "sm90/3", "--shapes", "4096"]])
 def test_gpu_commands_without_a_gpu_say_so(capsys, argv):
     assert cli.main(argv) == 2
@@ -59,6 +67,7 @@ def test_gpu_commands_without_a_gpu_say_so(capsys, argv):
     assert len(err) == 1 and "needs a GPU" in err[0] and "gemm-course inspect sm90/3" in err[0]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("bad", ["4096x", "4096x0x8", "big"])
 def test_bad_shape_is_one_error_line(capsys, bad):
     assert cli.main(["bench", "sm90/3", "--shapes", bad]) == 2
@@ -66,6 +75,7 @@ def test_bad_shape_is_one_error_line(capsys, bad):
     assert len(err) == 1 and err[0].startswith("error: ")
 
 
+@pytest.mark.fast
 def test_unknown_step_is_the_package_error():
     from gemm_course import ladder
     from gemm_course.problem import GemmInputError
@@ -76,6 +86,7 @@ def test_unknown_step_is_the_package_error():
         ladder.get("hopper/x")
 
 
+@pytest.mark.fast
 def test_piping_into_head_ends_quietly(tmp_path):
     import subprocess
     import sys

@@ -10,7 +10,8 @@ pytestmark = pytest.mark.gpu
 
 def _runnable():
     target = arch.machine().target
-    return [s for s in ladder.steps() if (s.target == target and not s.any_shape) or (s.any_shape and s.arch == arch.TARGET_ARCH.get(target))]
+    own = arch.TARGET_ARCH.get(target)
+    return [s for s in ladder.steps() if (s.target == target and not s.any_shape) or (s.any_shape and s.arch == own)]
 
 
 @pytest.mark.parametrize("step", _runnable() if arch.machine().target else [], ids=lambda s: s.key)
@@ -100,7 +101,8 @@ def test_stream_k_tail_is_correct_launch_after_launch(key):
 
     step = ladder.get(key)
     clusters = max_clusters(step.default.cluster_m * step.default.cluster_n)
-    shapes = [(8192, 8192, 8192), (5000, 3000, 3000), (8000, 8104, 4000), (2999, 12288, 6000), (1024, 2048, 4096), (700, 1496, 5000)]
+    shapes = [(8192, 8192, 8192), (5000, 3000, 3000), (8000, 8104, 4000), (2999, 12288, 6000), (1024, 2048, 4096),
+              (700, 1496, 5000)]
     for m, n, k in shapes:  # the last two have fewer tiles than clusters: the split spreads them over all
         tiles, k_tiles = -(-m // 256) * -(-n // 256), -(-k // 64)
         launched = schedule.grid_clusters(tiles, clusters, k_tiles)

@@ -1,6 +1,10 @@
 """Reading SASS listings and opcode counts (no compiler needed: the listings are written here)."""
 
+import pytest
+
 from gemm_course import inspect
+
+pytestmark = pytest.mark.fast
 
 SASS = """
         /*0000*/                   MOV R1, RZ ;
@@ -50,3 +54,12 @@ def test_opcode_family_counts_by_base_opcode():
     assert counts == {"global": 64, "stmatrix": 16, "tma": 8}  # STS is not STSM: whole base opcodes only
     assert inspect.opcode_family_counts(ops, {"shared": ("STS", "STSM")}) == {"shared": 19}
     assert inspect.opcode_family_counts(ops, {"none": ()}) == {"none": 0}
+
+
+def test_sass_classes_are_readable():
+    assert inspect.classify("HGMMA.64x256x16.F32.BF16") == "tensor-core MMA"
+    assert inspect.classify("UTCHMMA") == "tensor-core MMA"
+    assert inspect.classify("UTMALDG.2D") == "TMA copy"
+    assert inspect.classify("LDTM.16dp256bit.x8") == "tensor memory"
+    assert inspect.classify("SYNCS.EXCH.64") == "barrier/sync"
+    assert inspect.classify("STG.E") == "global load/store"

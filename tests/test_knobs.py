@@ -4,6 +4,8 @@ import pytest
 
 from gemm_course import arch, inspect, ladder
 
+pytestmark = pytest.mark.compile
+
 CASES = [(s, c) for s in ladder.steps() for c in s.knob_grid()]
 
 

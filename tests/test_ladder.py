@@ -5,13 +5,20 @@ import pytest
 from gemm_course import ladder
 from gemm_course.problem import GemmProblem
 
+pytestmark = pytest.mark.fast
+
 
 def test_every_step_is_complete():
     for s in ladder.steps():
         assert s.title and s.adds and s.shapes and s.instructions
         cfg = s.default
-        assert dataclasses.is_dataclass(cfg) and hash(cfg) == hash(s.load().Config())
+        assert dataclasses.is_dataclass(cfg) and type(cfg).__dataclass_params__.frozen  # a cache key: immutable
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(cfg, dataclasses.fields(cfg)[0].name, None)
         assert s.check_config(cfg) == (True, "")
+        for field, values in s.knobs:  # the widgets and sweeps offer the default
+            assert getattr(cfg, field) in values, (s.key, field)
+        assert not s.knobs or cfg in set(s.knob_grid()), s.key
         mod = s.load()
         assert mod.__doc__ and "Parent" in mod.__doc__ or s.number == 1
         for name in ("Config", "check_config", "can_implement", "Gemm"):

@@ -2,7 +2,11 @@
 
 import random
 
+import pytest
+
 from gemm_course import placement
+
+pytestmark = pytest.mark.fast
 
 
 def h200_like(seed=0):

@@ -8,6 +8,8 @@ import torch
 from gemm_course import ladder
 from gemm_course.problem import GemmInputError, GemmProblem, reference, relative_error, validate
 
+pytestmark = pytest.mark.fast
+
 BF = torch.bfloat16
 
 

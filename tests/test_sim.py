@@ -15,6 +15,7 @@ KEYS = (sim.ROW_MAJOR, "sm90/2", "sm90/3")
 CM = "core-matrix column"
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", KEYS)
 @pytest.mark.parametrize("operand,rows", [("A", 64), ("B", 256)])
 def test_offsets_cover_the_stage_buffer_once(key, operand, rows):
@@ -24,6 +25,7 @@ def test_offsets_cover_the_stage_buffer_once(key, operand, rows):
     assert not off.flags.writeable
 
 
+@pytest.mark.compile
 def test_layouts_are_the_steps_own():
     assert sim.layout_text(sim.ROW_MAJOR) == "(64,64):(64,1)"
     assert sim.layout_text("sm90/2") == "S<0,4,3> o 0 o ((8,8),(8,8)):((8,64),(1,512))"
@@ -31,6 +33,7 @@ def test_layouts_are_the_steps_own():
     assert sim.layout_text("sm90/3", "B") == "S<3,4,3> o 0 o ((8,32),(64,1)):((64,512),(1,0))"
 
 
+@pytest.mark.compile
 def test_row_major_core_matrix_read_is_an_8_way_conflict():
     off = sim.offsets(sim.ROW_MAJOR)
     w = sim.conflicts(off, CM)
@@ -40,6 +43,7 @@ def test_row_major_core_matrix_read_is_an_8_way_conflict():
     assert (sim.bank_map(off)[:8, 0] == 0).all()  # 128-byte rows: every row starts in bank 0
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("operand", ["A", "B"])
 def test_swizzled_layout_reads_core_matrices_and_rows_conflict_free(operand):
     off = sim.offsets("sm90/3", operand)
@@ -52,6 +56,7 @@ def test_swizzled_layout_reads_core_matrices_and_rows_conflict_free(operand):
 LATER = [s.key for s in ladder.steps("sm90") if s.number > 3]
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", LATER)
 def test_later_hopper_steps_keep_conflict_free_swizzled_operands(key):
     for operand in "AB":
@@ -60,6 +65,7 @@ def test_later_hopper_steps_keep_conflict_free_swizzled_operands(key):
         assert all(len(sim.segments(off, r)) == 1 for r in range(0, off.shape[0], 7)), (key, operand)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("operand", ["A", "B"])
 def test_interleaved_layout_reads_core_matrices_conflict_free_but_scatters_rows(operand):
     off = sim.offsets("sm90/2", operand)
@@ -68,6 +74,7 @@ def test_interleaved_layout_reads_core_matrices_conflict_free_but_scatters_rows(
     assert (sim.conflict_table(off, "row") == 8).all()  # a row's 8 chunks all sit in banks 0-3 (+4r)
 
 
+@pytest.mark.compile
 def test_a_tma_row_is_one_line_except_in_the_interleaved_layout():
     for key in (sim.ROW_MAJOR, "sm90/3"):
         for operand in "AB":
@@ -82,12 +89,14 @@ def test_a_tma_row_is_one_line_except_in_the_interleaved_layout():
         assert segs[0][0] == 128 + 16  # row 9: second core matrix down, second row in it
 
 
+@pytest.mark.compile
 def test_xor_pattern_is_row_xor_chunk():
     table = sim.xor_pattern()
     assert table.shape == (8, 8)
     assert table.tolist() == [[r ^ c for c in range(8)] for r in range(8)]
 
 
+@pytest.mark.compile
 def test_bad_requests_are_refused():
     off = sim.offsets("sm90/3")
     with pytest.raises(ValueError, match="operand"):
@@ -138,13 +147,14 @@ def _shared_store_addresses(ptx: str) -> dict:
     return stores
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", ["sm90/2", "sm90/3"])
 def test_offsets_match_the_compiled_kernels_addresses(key, tmp_path):
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
-    from gemm_course import arch
 
+    from gemm_course import arch
     from gemm_course.ladder import get
 
     step = get(key)
@@ -177,12 +187,13 @@ def test_offsets_match_the_compiled_kernels_addresses(key, tmp_path):
     assert {_bf16_bits(i + 1.0): int(off[c]) for i, c in enumerate(COORDS)} == stores
 
 
+@pytest.mark.compile
 def test_calling_the_composed_layout_swizzles_elements_not_bytes():
     """Why offsets() recasts to bytes first: the layout's own call gives element 64 for (1, 0),
     while the kernel's swizzled pointer puts that element at byte 144 (element 72)."""
     import cutlass.cute as cute
-    from gemm_course import arch
 
+    from gemm_course import arch
     from gemm_course.ladder import get
 
     step = get("sm90/3")
@@ -202,6 +213,7 @@ def test_calling_the_composed_layout_swizzles_elements_not_bytes():
 # ---- L2 reuse of tile orders ----------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_grouped_and_gilbert_touch_fewer_panels_than_row_raster():
     res = sim.compare_orders(32, 32, sms=132)
     got = {k: (r.waves, r.a_panels, r.b_panels) for k, r in res.items()}
@@ -217,6 +229,7 @@ def test_grouped_and_gilbert_touch_fewer_panels_than_row_raster():
     assert res["row"].min_bytes == 32 * (128 + 256) * 4096 * 2
 
 
+@pytest.mark.fast
 def test_l2_model_counts_per_wave():
     order = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 2)]
     r = sim.l2_traffic(order, sms=2, tile_m=1, tile_n=1, k=1, elem_bytes=1)
@@ -231,12 +244,14 @@ def test_l2_model_counts_per_wave():
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_smem_traffic_of_the_final_tile_is_the_banks_bandwidth():
     t = sim.smem_traffic(128, 256)  # two warpgroups, wgmma 64 x 256 x 16
     assert (t.wgmma_read, t.tma_write, t.clocks) == (80 * 1024, 48 * 1024, 1024)
     assert t.bytes_per_clock == sim.SMEM_BYTES_PER_CLOCK == 128
 
 
+@pytest.mark.fast
 def test_smem_traffic_counts_a_b_slice_once_per_64_rows():
     one, two = sim.smem_traffic(64, 256), sim.smem_traffic(128, 256)
     assert two.wgmma_read == 2 * one.wgmma_read and two.clocks == 2 * one.clocks
@@ -246,6 +261,7 @@ def test_smem_traffic_counts_a_b_slice_once_per_64_rows():
     assert sim.smem_traffic(192, 256).bytes_per_clock < 128
 
 
+@pytest.mark.fast
 def test_smem_traffic_refuses_shapes_wgmma_cannot_tile():
     with pytest.raises(ValueError):
         sim.smem_traffic(96, 256)
@@ -258,6 +274,7 @@ def test_smem_traffic_refuses_shapes_wgmma_cannot_tile():
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_occupancy_arithmetic():
     four = sim.occupancy(154, 128, 51200)  # step 4: 160 regs x 32 = 5120 per warp -> 12 warps -> 3 CTAs
     assert four["registers_per_warp"] == 5120 and four["ctas"] == 3 and four["limiter"] == ["registers"]
@@ -269,6 +286,7 @@ def test_occupancy_arithmetic():
     assert sim.occupancy(32, 128, 228 * 1024)["limits"]["shared memory"] == 0  # more than a CTA may have
 
 
+@pytest.mark.fast
 def test_pipeline_model_follows_the_protocol():
     serial = sim.pipeline_model(1, 4, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
     loads = [e for e in serial["events"] if e["kind"] == "load"]
@@ -290,6 +308,7 @@ def test_pipeline_model_follows_the_protocol():
         sim.pipeline_model(0, 4)
 
 
+@pytest.mark.fast
 def test_persistent_schedule_covers_every_tile_once():
     s = sim.persistent_schedule(4, 5, 6, tile_order.row_tile)
     assert s["tiles"] == 20 and s["clusters"] == 6 and s["waves"] == 4

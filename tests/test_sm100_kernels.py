@@ -18,10 +18,12 @@ def compiled(request):
     return arch.compile_step(ladder.get(request.param), target="sm_100a")
 
 
+@pytest.mark.fast
 def test_registered():
     assert [s.key for s in ladder.steps("sm100") if s.number in (2, 3)] == list(STEPS)
 
 
+@pytest.mark.compile
 def test_ptx_has_the_chapter_instructions(compiled):
     ptx = compiled.ptx
     for marker in (
@@ -42,6 +44,7 @@ def test_ptx_has_the_chapter_instructions(compiled):
     assert inspect.ptx_count(ptx, "tcgen05.ld.sync.aligned.32x32b") == 0
 
 
+@pytest.mark.compile
 def test_tma_copies_per_k_tile():
     """Interleaved: TMA writes 16 bytes (8 bf16) of a row per box; swizzled: one box per operand."""
     step2 = arch.compile_step(ladder.get("sm100/2"), target="sm_100a")
@@ -50,6 +53,7 @@ def test_tma_copies_per_k_tile():
     assert inspect.ptx_count(step3.ptx, "cp.async.bulk.tensor") == 2
 
 
+@pytest.mark.compile
 def test_resources(compiled):
     (res,) = inspect.resources(compiled.cubin)
     assert not res.spills
@@ -58,6 +62,7 @@ def test_resources(compiled):
     assert tiles <= compiled.dynamic_smem <= tiles + 2048
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", STEPS)
 @pytest.mark.parametrize("tile_n,tile_k", [(64, 64), (128, 64)])
 def test_other_tiles_compile(key, tile_n, tile_k):
@@ -66,12 +71,14 @@ def test_other_tiles_compile(key, tile_n, tile_k):
     assert inspect.ptx_count(art.ptx, "tcgen05.ld") == tile_n // 64
 
 
+@pytest.mark.compile
 def test_step2_accepts_other_k_tiles():
     step = ladder.get("sm100/2")
     art = arch.compile_step(step, step.config(tile_k=32), target="sm_100a")
     assert inspect.ptx_count(art.ptx, "tcgen05.mma") == 2
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", STEPS)
 def test_invalid_configs_refused(key):
     step = ladder.get(key)
@@ -84,6 +91,7 @@ def test_invalid_configs_refused(key):
         arch.compile_step(step, step.config(tile_m=128), target="sm_100a")
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("key", STEPS)
 def test_shapes(key):
     step = ladder.get(key)
@@ -98,11 +106,13 @@ def test_shapes(key):
 # ---- shared-memory layouts, from the kernels' own layout objects --------------------------------
 
 
+@pytest.mark.compile
 def test_step2_layouts_are_interleaved():
     for op in layouts.smem_layouts("sm100/2").values():
         assert op.swizzle_bits == 0 and op.swizzle_bytes == 0
 
 
+@pytest.mark.compile
 def test_step3_layouts_are_128b_swizzled():
     found = layouts.smem_layouts("sm100/3")
     assert set(found) == {"A", "B"}
@@ -111,6 +121,7 @@ def test_step3_layouts_are_128b_swizzled():
         assert op.swizzle_bytes == 128
 
 
+@pytest.mark.compile
 def test_layouts_follow_the_config():
     b = layouts.smem_layouts("sm100/3", ladder.get("sm100/3").config(tile_n=128))["B"]
     assert b.layout.startswith("((128,")
@@ -138,6 +149,7 @@ def taught(thread, tile_n=256):
     ]
 
 
+@pytest.mark.compile
 def test_ownership_matches_the_chapter(ownership):
     assert sorted(ownership) == list(range(128))
     for t, owned in ownership.items():
@@ -145,11 +157,13 @@ def test_ownership_matches_the_chapter(ownership):
         assert owned[:4] == taught(t)[:4], t  # a register quad: two columns of two rows
 
 
+@pytest.mark.compile
 def test_ownership_covers_the_tile_once(ownership):
     every = [rc for owned in ownership.values() for rc in owned]
     assert len(every) == len(set(every)) == 64 * 256
 
 
+@pytest.mark.compile
 def test_each_warp_reads_only_its_tmem_lanes(ownership):
     """tcgen05.ld lets warp w touch lanes 32w..32w+31 only; M = 64 puts row 16g+i in lane 32g+i."""
     where = layouts.accumulator_tmem_addresses("sm100/2")
@@ -159,6 +173,7 @@ def test_each_warp_reads_only_its_tmem_lanes(ownership):
         assert {where[rc][0] // 32 for rc in owned} == {t // 32}
 
 
+@pytest.mark.compile
 def test_step3_keeps_step2s_epilogue():
     assert layouts.accumulator_ownership("sm100/3", threads=range(0, 128, 37)) == {
         t: taught(t) for t in range(0, 128, 37)

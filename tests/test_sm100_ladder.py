@@ -38,6 +38,7 @@ def default(request):
 # ---- instructions --------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 def test_epilogue_goes_through_shared_memory(default):
     """Step 4 on: the accumulator leaves through a staging buffer and TMA stores, never st.global."""
     ptx, cfg = default.ptx, default.config
@@ -49,6 +50,7 @@ def test_epilogue_goes_through_shared_memory(default):
     assert inspect.ptx_count(ptx, "cp.async.bulk.wait_group.read") >= 1  # a buffer is reused only once read
 
 
+@pytest.mark.compile
 def test_step4_pairs_16x256b_loads_with_stmatrix():
     art = compiled("sm100/4")
     cfg = art.config
@@ -58,6 +60,7 @@ def test_step4_pairs_16x256b_loads_with_stmatrix():
     assert inspect.ptx_count(art.ptx, "st.shared") == 0
 
 
+@pytest.mark.compile
 def test_step4_with_128_rows_uses_32x32b_and_vector_stores():
     art = compiled("sm100/4", tile_m=128)
     cfg = art.config
@@ -67,6 +70,7 @@ def test_step4_with_128_rows_uses_32x32b_and_vector_stores():
     assert inspect.ptx_count(art.ptx, "st.shared.v4") == (cfg.tile_n // cfg.epi_n) * (2 * cfg.epi_n // 16)
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", PAIR_STEPS)
 def test_the_pair_shares_one_mma(key):
     ptx = compiled(key).ptx
@@ -82,18 +86,21 @@ def test_the_pair_shares_one_mma(key):
     assert inspect.ptx_count(ptx, "tcgen05.relinquish_alloc_permit.cta_group::2") == 1
 
 
+@pytest.mark.compile
 def test_the_leader_clears_the_barrier_address_bit_of_the_peer():
     """TMA loads of either CTA signal the *leader's* full barrier: the address is masked to CTA 0 of the pair."""
     ptx = compiled("sm100/5").ptx
     assert "-16777217" in ptx  # and.b32 addr, addr, ~(1 << 24): the peer bit of a shared::cluster address
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", ["sm100/5", "sm100/6", "sm100/7"])
 def test_no_scheduler_before_step_8(key):
     ptx = compiled(key).ptx
     assert inspect.ptx_count(ptx, "clusterlaunchcontrol") == 0
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", ["sm100/8", "sm100/9", "sm100/10"])
 def test_cluster_launch_control(key):
     ptx = compiled(key).ptx
@@ -103,6 +110,7 @@ def test_cluster_launch_control(key):
     assert inspect.ptx_count(ptx, "clusterlaunchcontrol.query_cancel.get_first_ctaid::x") >= 2  # TMA and epilogue need the tile
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", ["sm100/8", "sm100/10"])
 def test_clc_answer_is_read_before_the_proxy_fence_and_released_after(key):
     """Each decode: query_cancel (generic proxy read), then fence.proxy.async, then the release arrive."""
@@ -118,12 +126,14 @@ def test_clc_answer_is_read_before_the_proxy_fence_and_released_after(key):
         assert fence < release, lines[q:release + 1]
 
 
+@pytest.mark.compile
 def test_no_setmaxnreg_on_blackwell():
     """The accumulator lives in tensor memory: no warp needs registers moved to it (Hopper's step 6 does)."""
     for key in PAIR_STEPS:
         assert inspect.ptx_count(compiled(key).ptx, "setmaxnreg") == 0, key
 
 
+@pytest.mark.compile
 def test_first_mma_of_a_tile_overwrites_the_accumulator():
     """Each K tile's first MMA takes a predicate worked out at run time (k_tile != 0); the other three
     accumulate. Steps 2-4 carry the flag through the loop (false on entry)."""
@@ -136,16 +146,19 @@ def test_first_mma_of_a_tile_overwrites_the_accumulator():
 # ---- constants read from the PTX ---------------------------------------------------------------
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 11)])
 def test_threads_per_cta(key):
     assert inspect.threads_per_cta(compiled(key).ptx) == THREADS[int(key.split("/")[1])]
 
 
+@pytest.mark.compile
 def test_expect_tx_step4_counts_the_ctas_own_tiles():
     cfg = ladder.get("sm100/4").default
     assert inspect.expect_tx_bytes(compiled("sm100/4").ptx) == [(cfg.tile_m + cfg.tile_n) * cfg.tile_k * 2]
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("cluster", [(2, 1), (4, 1), (2, 2)])
 @pytest.mark.parametrize("key", ["sm100/5", "sm100/6", "sm100/8"])
 def test_expect_tx_counts_the_pair_not_the_cluster(key, cluster):
@@ -157,6 +170,7 @@ def test_expect_tx_counts_the_pair_not_the_cluster(key, cluster):
     assert tx == [pair_bytes]
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("cluster", [(2, 1), (4, 1), (2, 2), (4, 2)])
 def test_barrier_arrival_counts(cluster):
     """full: one arrival (+ bytes); empty: one commit per loader that multicast into the stage;
@@ -167,6 +181,7 @@ def test_barrier_arrival_counts(cluster):
     assert inspect.mbarrier_init_counts(art.ptx) == [1] * stages + [loaders] * stages + [1, 2 * 128, 32]
 
 
+@pytest.mark.compile
 def test_barrier_arrival_counts_with_two_accumulators_and_the_scheduler():
     art7 = compiled("sm100/7")
     s = art7.config.stages
@@ -176,6 +191,7 @@ def test_barrier_arrival_counts_with_two_accumulators_and_the_scheduler():
     assert inspect.mbarrier_init_counts(art8.ptx) == [1] * s + [1] * s + [1, 1, 256, 256] + [1, 32 * (1 + 2 * 6), 32]
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 11)])
 def test_tmem_columns(key):
     """A power of two from 32 to 512, all the accumulator stages need, allocated and freed once."""
@@ -188,6 +204,7 @@ def test_tmem_columns(key):
     assert cols == (step7.tmem_columns(art.config) if hasattr(art.config, "acc_stages") else art.config.tile_n)
 
 
+@pytest.mark.compile
 def test_two_accumulators_take_all_512_columns():
     assert inspect.tmem_alloc_columns(compiled("sm100/7").ptx) == [512]
     assert inspect.tmem_alloc_columns(compiled("sm100/7", acc_stages=1).ptx) == [256]
@@ -197,6 +214,7 @@ def test_two_accumulators_take_all_512_columns():
 # ---- resources -----------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 11)])
 def test_resources_fit_sm100(key):
     art = compiled(key)
@@ -209,6 +227,7 @@ def test_resources_fit_sm100(key):
         assert cols <= TMEM_COLUMNS
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", ["sm100/5", "sm100/6", "sm100/7", "sm100/8"])
 def test_smem_estimate_is_an_upper_bound(key):
     """check_config refuses configs by the estimate, so it must never be below what the kernel takes."""
@@ -218,6 +237,7 @@ def test_smem_estimate_is_an_upper_bound(key):
         assert got <= step5.smem_estimate(cfg) <= got + 8192, (cfg, got)
 
 
+@pytest.mark.compile
 def test_stages_fill_shared_memory():
     step = ladder.get("sm100/6")
     cfg = step.default
@@ -230,6 +250,7 @@ def test_stages_fill_shared_memory():
 # ---- program order that keeps a pair or a cluster safe ---------------------------------------------
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", PAIR_STEPS)
 def test_cluster_leaves_together_after_freeing_tensor_memory(key):
     """A peer may still arrive on our barriers or read our shared memory: the kernel's last act is a
@@ -241,6 +262,7 @@ def test_cluster_leaves_together_after_freeing_tensor_memory(key):
     assert waits and waits[-1] > dealloc and arrives[-1] > dealloc
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", PAIR_STEPS)
 def test_pair_frees_tensor_memory_only_after_its_peer(key):
     """Before tcgen05.dealloc.cta_group::2 each CTA arrives on its peer's dealloc barrier and waits on its own."""
@@ -252,6 +274,7 @@ def test_pair_frees_tensor_memory_only_after_its_peer(key):
     assert "mbarrier.try_wait" in before
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("key", PAIR_STEPS)
 def test_allocation_permit_is_relinquished_after_allocating(key):
     ptx = compiled(key).ptx
@@ -263,6 +286,7 @@ def test_allocation_permit_is_relinquished_after_allocating(key):
 # ---- configs and shapes ----------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 11)])
 def test_any_m_and_ragged_n(key):
     step = ladder.get(key)
@@ -270,6 +294,7 @@ def test_any_m_and_ragged_n(key):
         assert step.can_implement(GemmProblem(*shape)) == (True, ""), shape
 
 
+@pytest.mark.compile
 def test_invalid_configs_refused_with_reasons():
     bad = {
         "sm100/4": [dict(tile_m=96), dict(epi_n=48), dict(epi_stages=3)],
@@ -288,6 +313,7 @@ def test_invalid_configs_refused_with_reasons():
         arch.compile_step(ladder.get("sm100/5"), ladder.get("sm100/5").config(cluster_m=1), target="sm_100a")
 
 
+@pytest.mark.fast
 def test_each_step_is_its_parent_plus_one_idea():
     """The class of step n subclasses step n-1's (the chapter's diff is against its parent)."""
     for n in range(4, 11):

@@ -29,6 +29,7 @@ def _resident_at(schedule, t) -> int:
     return sum(1 for c, start in schedule.launched.items() if start < t and schedule.exited[c] >= t)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("policy", ["lowest", "highest", "random"])
 def test_clc_computes_every_tile_once_in_any_interleaving(policy):
     cases = itertools.product((1, 7, 24), (1, 2, 5, 30), (0.0, 0.3), (0.0, 0.25), (1, 2))
@@ -39,6 +40,7 @@ def test_clc_computes_every_tile_once_in_any_interleaving(policy):
         assert sorted(r.tile for r in s.runs) == list(range(g))
 
 
+@pytest.mark.fast
 def test_clc_no_cancellation_wins_when_every_cluster_is_resident():
     for seed in range(20):
         s = sim.clc_schedule(12, 12 + seed % 3, "random", seed=seed, jitter=1.0)
@@ -47,6 +49,7 @@ def test_clc_no_cancellation_wins_when_every_cluster_is_resident():
         assert sim.check_clc_schedule(s) == []
 
 
+@pytest.mark.fast
 def test_clc_every_pending_cluster_is_cancelled_when_launches_are_instant():
     """No failures and no launch delay: the first `resident` clusters launch at once, and every other
     launch is cancelled, its tile taken over (no cluster leaves while any is pending)."""
@@ -59,6 +62,7 @@ def test_clc_every_pending_cluster_is_cancelled_when_launches_are_instant():
     assert one.per_cluster == {0: list(range(9))}
 
 
+@pytest.mark.fast
 def test_clc_models_the_race_both_ways():
     """After a cluster leaves on a failed try_cancel, a pending cluster either launches into the
     freed slot, or another cluster's try_cancel takes it first: both happen, and both are correct."""
@@ -72,6 +76,7 @@ def test_clc_models_the_race_both_ways():
     assert launched_late and cancelled_with_a_free_slot
 
 
+@pytest.mark.fast
 def test_clc_checker_catches_broken_kernels():
     for seed in range(10):
         no_divide = sim.clc_schedule(10, 3, seed=seed, jitter=1.0, decode=lambda x: x)  # first_cta_x, not // cluster_m
@@ -93,6 +98,7 @@ def kernel_decode(request):
     return cm, layouts.clc_decode_table("sm100/8", ladder.get("sm100/8").config(cluster_m=cm), xs)
 
 
+@pytest.mark.compile
 def test_kernel_decodes_like_the_twin(kernel_decode):
     cm, table = kernel_decode
     for c in range(24):
@@ -108,6 +114,7 @@ GRIDS = ((4096, 4096), (1000, 3000), (5000, 7000))  # square, ragged in one wave
 ORDERS = {"sm100/8": "row", "sm100/9": "grouped", "sm100/10": "gilbert"}
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("key", list(ORDERS))
 @pytest.mark.parametrize("cluster", [(2, 1), (4, 1), (2, 2)])
 def test_cluster_tiles_cover_the_grid_once(key, cluster):
@@ -134,6 +141,7 @@ def test_cluster_tiles_cover_the_grid_once(key, cluster):
 # ---- accumulators in tensor memory (steps 7, 8) -------------------------------------------------
 
 
+@pytest.mark.fast
 def test_tmem_plan_hand_computed():
     one = sim.tmem_plan([4, 4, 4], [2, 2, 2], acc_stages=1)
     assert (one.span, one.overlap, one.allocated) == (18, 0, 256)  # 3 x (4 + 2), nothing overlaps
@@ -148,6 +156,7 @@ def test_tmem_plan_hand_computed():
         sim.tmem_plan([1] * 3, [1] * 3, acc_stages=3, tile_n=256)  # 768 columns
 
 
+@pytest.mark.fast
 def test_tmem_no_stage_is_written_while_read():
     import random
 
@@ -172,6 +181,7 @@ def test_tmem_no_stage_is_written_while_read():
             assert plan.overlap > 0
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("fields", [{}, {"tile_n": 128, "acc_stages": 3}, {"tile_n": 64, "acc_stages": 1}])
 def test_tmem_columns_are_the_kernels(fields):
     step = ladder.get("sm100/7")
@@ -194,6 +204,7 @@ def split():
     return layouts.pair_split("sm100/5")
 
 
+@pytest.mark.compile
 def test_each_cta_of_the_pair_holds_its_half(split):
     assert sorted(split) == [0, 1]
     for v, share in split.items():
@@ -216,11 +227,13 @@ def masks():
     return {shape: layouts.tma_multicast_masks(*shape) for shape in CLUSTERS}
 
 
+@pytest.mark.compile
 def test_multicast_twin_is_cutes(masks):
     for (cm, cn), found in masks.items():
         assert found == layouts.multicast_masks(cm, cn), (cm, cn)
 
 
+@pytest.mark.compile
 def test_multicast_semantics(masks):
     ctas = {shape: {r: tuple(layouts.mask_ctas(m) for m in ab) for r, ab in found.items()} for shape, found in masks.items()}
     assert ctas[(2, 1)] == {0: ((0,), (0,)), 1: ((1,), (1,))}  # one pair: nothing to share
@@ -253,6 +266,7 @@ def epilogue(request):
     return request.param, cfg, paths, layouts.epilogue_mismatches(paths, cfg.epi_n, cfg.epi_stages)
 
 
+@pytest.mark.compile
 def test_every_loaded_element_is_stored_at_its_own_place(epilogue):
     name, cfg, paths, wrong = epilogue
     assert {p.thread for p in paths} == set(range(128))
@@ -281,6 +295,7 @@ def _patches(fig, gid):
     return [p for ax in fig.axes for p in ax.patches if p.get_gid() == gid]
 
 
+@pytest.mark.fast
 def test_clc_timeline_draws_each_run():
     s = sim.clc_schedule(20, 6, seed=2, jitter=0.4, launch_gap=0.05)
     fig = viz.clc_timeline(s)
@@ -294,6 +309,7 @@ def test_clc_timeline_draws_each_run():
     assert f"{len(s.cancelled)} launches were cancelled" in fig.caption
 
 
+@pytest.mark.fast
 def test_tmem_timeline_draws_each_interval_in_its_stage():
     plans = {"one accumulator": sim.tmem_plan([4] * 3, [2] * 3, 1), "two accumulators": sim.tmem_plan([4] * 3, [2] * 3, 2)}
     fig = viz.tmem_timeline(plans)
@@ -304,6 +320,7 @@ def test_tmem_timeline_draws_each_interval_in_its_stage():
     assert len(_patches(fig, "mma")) == len(_patches(fig, "epilogue")) == 6
 
 
+@pytest.mark.compile
 def test_cta_pair_split_draws_each_ctas_rows(split):
     fig = viz.cta_pair_split(split)
     texts = _readable(fig)
@@ -316,6 +333,7 @@ def test_cta_pair_split_draws_each_ctas_rows(split):
         assert any(f"C rows {share.c_rows[0]}-{share.c_rows[-1]}, columns 0-255" in t for t in texts)
 
 
+@pytest.mark.compile
 def test_multicast_mask_grid_fills_one_cell_per_bit(masks):
     for (cm, cn), found in masks.items():
         fig = viz.multicast_mask_grid(found, cm, cn)

@@ -6,6 +6,8 @@ import pytest
 
 from gemm_course import cli, ladder, source
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("key", ["sm90/3", "sm90/8", "sm90/11", "sm100/5", "sm100/10"])
 def test_flattened_listing_is_python_with_every_member(key):
@@ -26,7 +28,8 @@ def test_diff_of_an_order_step_is_its_order_only():
     text = source.diff("sm90/9", context=0)
     changed = [line for line in text.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
     assert any("grouped_tile" in line for line in changed) and any("group = 8" in line for line in changed)
-    assert all("group" in line or "raster" in line.lower() or "index" in line or not line[1:].strip() for line in changed), changed
+    assert all("group" in line or "raster" in line.lower() or "index" in line or not line[1:].strip()
+               for line in changed), changed
 
 
 def test_diff_sizes_follow_the_chapters():

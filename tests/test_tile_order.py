@@ -12,6 +12,7 @@ LARGE = [(32, 64), (64, 32), (63, 65), (65, 63), (1, 100), (100, 1), (97, 89), (
 GRIDS = SMALL + LARGE
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("kind", to.ORDERS)
 def test_every_order_visits_each_tile_once(kind):
     for m, n in GRIDS:
@@ -21,6 +22,7 @@ def test_every_order_visits_each_tile_once(kind):
             assert set(path) == set(itertools.product(range(m), range(n))), (kind, m, n, group)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("kind", to.ORDERS)
 def test_tile_at_is_the_order(kind):
     for m, n in [(1, 1), (1, 7), (7, 1), (5, 9), (13, 7), (16, 16), (17, 3), (63, 65)]:
@@ -30,17 +32,20 @@ def test_tile_at_is_the_order(kind):
             assert [to.tile_at(kind, i, m, n, group, table) for i in range(m * n)] == expect, (kind, m, n, group)
 
 
+@pytest.mark.fast
 def test_grouped_raster_with_a_band_covering_every_row_is_the_column_raster():
     for m, n in GRIDS:
         for group in (m, m + 1, max(m, 64)):
             assert to.grouped_raster(m, n, group) == to.column_raster(m, n), (m, n, group)
 
 
+@pytest.mark.fast
 def test_grouped_raster_with_bands_of_one_row_is_the_row_raster():
     for m, n in SMALL:
         assert to.grouped_raster(m, n, 1) == to.row_raster(m, n)
 
 
+@pytest.mark.fast
 def test_grouped_raster_walks_bands_column_by_column_and_keeps_the_short_last_band():
     assert to.grouped_raster(5, 2, group=2) == [
         (0, 0), (1, 0), (0, 1), (1, 1),  # band of rows 0-1
@@ -49,6 +54,7 @@ def test_grouped_raster_walks_bands_column_by_column_and_keeps_the_short_last_ba
     ]  # fmt: skip
 
 
+@pytest.mark.fast
 def test_gilbert_steps_are_unit_except_one_diagonal_where_parity_forces_it():
     for m, n in itertools.product(range(1, 41), range(1, 41)):
         path = to.gilbert(m, n)
@@ -59,6 +65,7 @@ def test_gilbert_steps_are_unit_except_one_diagonal_where_parity_forces_it():
         assert len(odd) == (1 if to.gilbert_has_diagonal(m, n) else 0), (m, n, len(odd))
 
 
+@pytest.mark.fast
 def test_gilbert_diagonal_rule_on_examples_and_large_grids():
     assert not any(to.gilbert_has_diagonal(m, n) for m, n in [(2, 3), (3, 2), (2, 17), (5, 5), (6, 8), (7, 9), (32, 64)])
     assert all(to.gilbert_has_diagonal(m, n) for m, n in [(4, 5), (5, 4), (4, 17), (6, 7), (65, 64)])
@@ -67,6 +74,7 @@ def test_gilbert_diagonal_rule_on_examples_and_large_grids():
         assert len(odd) == int(to.gilbert_has_diagonal(m, n)) and all(d == (1, 1) for d in odd), (m, n)
 
 
+@pytest.mark.fast
 def test_gilbert_on_powers_of_two_has_no_diagonal_and_fills_aligned_blocks_one_at_a_time():
     """On 2^a x 2^a it is a Hilbert curve: every aligned 2^j x 2^j block is one contiguous run."""
     for a, b in itertools.product(range(7), range(7)):
@@ -82,12 +90,14 @@ def test_gilbert_on_powers_of_two_has_no_diagonal_and_fills_aligned_blocks_one_a
             assert len(runs) == (side // block) ** 2, (side, block)
 
 
+@pytest.mark.fast
 def test_gilbert_table_packs_one_int_per_tile():
     table = to.gilbert_table(7, 12)
     assert sorted(table) == list(range(84))
     assert [(p // 12, p % 12) for p in table] == to.gilbert(7, 12)
 
 
+@pytest.mark.fast
 def test_bad_inputs_are_refused():
     with pytest.raises(ValueError, match="unknown tile order"):
         to.order("spiral", 4, 4)
@@ -97,10 +107,12 @@ def test_bad_inputs_are_refused():
         to.grouped_raster(4, 4, 0)
 
 
+@pytest.mark.compile
 def test_grouped_tile_traces_as_kernel_integer_math():
     """The same function, given cutlass.min, builds Int32 arithmetic inside a CuTeDSL trace."""
     import cutlass
     import cutlass.cute as cute
+
     from gemm_course import arch
 
     seen = {}
@@ -123,11 +135,13 @@ GILBERT_TILE_GRIDS = list(itertools.product(range(1, 41), range(1, 41))) + [
 ]  # fmt: skip
 
 
+@pytest.mark.fast
 def test_gilbert_tile_is_the_gilbert_order_on_every_index():
     for m, n in GILBERT_TILE_GRIDS:
         assert [to.gilbert_tile(i, m, n) for i in range(m * n)] == to.gilbert(m, n), (m, n)
 
 
+@pytest.mark.fast
 def test_gilbert_tile_is_written_in_kernel_safe_python():
     """What the CuTeDSL rewrite stages: no calls (abs/min/max, recursion), no conditional
     expressions or and/or, no lists or for loops, tuples only in the one final return; and no
@@ -141,7 +155,8 @@ def test_gilbert_tile_is_written_in_kernel_safe_python():
     banned = (ast.Call, ast.IfExp, ast.BoolOp, ast.List, ast.ListComp, ast.GeneratorExp, ast.For, ast.Lambda)
     assert not [type(node).__name__ for node in body if isinstance(node, banned)]
     # halving and parity by >> 1 and & 1: a signed // or % costs the kernel sign fix-ups per level
-    assert not [type(node.op).__name__ for node in body if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod))]
+    signed = (ast.FloorDiv, ast.Mod)
+    assert not [type(node.op).__name__ for node in body if isinstance(node, ast.BinOp) and isinstance(node.op, signed)]
     returns = [node for node in body if isinstance(node, ast.Return)]
     assert returns == [fn.body[-1]]
     assert [node for node in body if isinstance(node, ast.Tuple)] == [fn.body[-1].value]
@@ -154,6 +169,7 @@ def _compile(fn, *args, target="sm_90a", keep_ptx=False):
     return arch.trace(fn, *args, target=target, keep_ptx=keep_ptx)
 
 
+@pytest.mark.compile
 def test_gilbert_tile_traces_in_an_sm90a_kernel_with_dynamic_arguments():
     """Block b computes tile b of a grid whose size is only known at run time (Int32 arguments).
 
@@ -188,14 +204,14 @@ def test_gilbert_tile_traces_in_an_sm90a_kernel_with_dynamic_arguments():
     assert to.gilbert_tile(5, 4, 4) == to.gilbert(4, 4)[5]
 
 
+@pytest.mark.compile
 def test_gilbert_tile_compiled_by_cutedsl_is_the_gilbert_order():
     """Compiled, not just traced: a host-side @cute.jit loop (it runs on the CPU, no GPU needed)
     writes every tile of a run-time-sized grid; CuTeDSL's Int32 ``%`` is C's remainder, so this
     checks the compiled integer semantics, not only Python's."""
-    import numpy as np
-
     import cutlass
     import cutlass.cute as cute
+    import numpy as np
     from cutlass.cute.runtime import from_dlpack
 
     gilbert_tile = to.for_kernel(to.gilbert_tile)

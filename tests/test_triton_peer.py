@@ -14,6 +14,7 @@ def program_tile(pid, tiles_m, tiles_n, group):
     return first_m + (pid % band) % rows, (pid % band) // rows
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("tiles_m,tiles_n,group", [(8, 8, 8), (13, 7, 8), (3, 20, 8), (16, 4, 4)])
 def test_program_order_is_the_courses_grouped_raster(tiles_m, tiles_n, group):
     order = [program_tile(p, tiles_m, tiles_n, group) for p in range(tiles_m * tiles_n)]
@@ -21,6 +22,7 @@ def test_program_order_is_the_courses_grouped_raster(tiles_m, tiles_n, group):
     assert sorted(order) == [(m, n) for m in range(tiles_m) for n in range(tiles_n)]
 
 
+@pytest.mark.fast
 def test_kernel_source_uses_that_order():
     import inspect
 

@@ -22,6 +22,7 @@ def _seed_heights(fig):
     return sorted(h for h, hatched in _bars(fig) if hatched)
 
 
+@pytest.mark.fast
 def test_ladder_bars_one_run_draws_one_cublas_line(tmp_path):
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00"),
                                    bench_record("sm90/3", 90.0, 420.0, "2030-01-01T00:00:01")]})
@@ -35,6 +36,7 @@ def test_ladder_bars_one_run_draws_one_cublas_line(tmp_path):
     assert viz.SEED_LABEL in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
 
 
+@pytest.mark.fast
 def test_ladder_bars_several_runs_use_each_records_cublas(tmp_path):
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00")],
                              "b": [bench_record("sm90/3", 90.0, 500.0, "2030-01-02T00:00:00")]})
@@ -46,12 +48,14 @@ def test_ladder_bars_several_runs_use_each_records_cublas(tmp_path):
     assert "each bar" in fig.caption and fig.caption.count("measured on") == 2
 
 
+@pytest.mark.fast
 def test_ladder_bars_newest_record_wins(tmp_path):
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/3", 10.0, 400.0, "2030-01-01T00:00:00"),
                                    bench_record("sm90/3", 20.0, 400.0, "2030-02-01T00:00:00")]})
     assert [h for h, hatched in _bars(viz.ladder_bars(recs)) if not hatched] == [20.0]
 
 
+@pytest.mark.fast
 def test_ladder_bars_without_records_shows_only_the_quoted_seed(tmp_path):
     fig = viz.ladder_bars(write_runs(tmp_path, {}), arch="sm90")
     assert all(hatched for _, hatched in _bars(fig))
@@ -60,6 +64,7 @@ def test_ladder_bars_without_records_shows_only_the_quoted_seed(tmp_path):
     assert "No measured record" in texts and "No record" in fig.caption
 
 
+@pytest.mark.fast
 def test_ladder_bars_other_shape_has_no_seed_bars(tmp_path):
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 60.0, 600.0, "2030-01-01T00:00:00", shape=8192)]})
     fig = viz.ladder_bars(recs, shape=(8192, 8192, 8192))
@@ -67,6 +72,7 @@ def test_ladder_bars_other_shape_has_no_seed_bars(tmp_path):
     assert "quoted" not in fig.caption
 
 
+@pytest.mark.fast
 def test_ladder_bars_live_records_are_drawn_beside(tmp_path):
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00")]})
     live = bench_record("sm90/2", 55.0, 410.0, "2030-03-01T00:00:00")
@@ -75,6 +81,7 @@ def test_ladder_bars_live_records_are_drawn_beside(tmp_path):
     assert "this session" in fig.caption
 
 
+@pytest.mark.fast
 def test_roofline():
     p = GemmProblem.square(4096)
     fig = viz.roofline(p, 1000.0, 5.0, [{"label": "a", "intensity": 0.5}, {"label": "b", "intensity": 10, "tflops": 20}],
@@ -84,6 +91,7 @@ def test_roofline():
     assert min(roof.get_ydata()) == pytest.approx(min(roof.get_xdata()) * 5.0)
 
 
+@pytest.mark.fast
 def test_layout_grid_and_ownership_figures():
     table = {"text": "(2,3):(3,1)", "offsets": [[0, 1, 2], [3, 4, 5]]}
     ax = viz.layout_grid(table, highlight=[(1, 2)]).axes[0]
@@ -101,6 +109,7 @@ def test_layout_grid_and_ownership_figures():
         viz.owners_from_lists({0: [(0, 0)]}, (1, 2))
 
 
+@pytest.mark.fast
 def test_tmem_map_colours_each_used_cell_by_its_row():
     addresses = {(r, c): (32 * (r // 16) + r % 16, c) for r in range(64) for c in range(8)}
     fig = viz.tmem_map(addresses)
@@ -113,6 +122,7 @@ def test_tmem_map_colours_each_used_cell_by_its_row():
     assert notes[1] == "warp 1 may read lanes 32-63\nrows 16-31 in lanes 32-47"
 
 
+@pytest.mark.fast
 def test_tile_orders_number_every_tile():
     fig = viz.tile_orders(4, 6, kinds=("row", "gilbert"), group=2, wave=5)
     for ax, kind in zip(fig.axes, ("row", "gilbert")):
@@ -123,6 +133,7 @@ def test_tile_orders_number_every_tile():
         assert first.get_position() == (path[0][1], path[0][0])
 
 
+@pytest.mark.compile
 def test_bank_maps_and_xor_pattern_come_from_the_bank_model():
     fig = viz.bank_maps(("sm90/2", "sm90/3"), rows=8)
     assert "sm90/3: column read 1, row 1" in fig.caption
@@ -133,6 +144,7 @@ def test_bank_maps_and_xor_pattern_come_from_the_bank_model():
     assert "row XOR chunk" in fig.caption
 
 
+@pytest.mark.fast
 def test_instruction_mix_and_sweep_figures():
     fig = viz.instruction_mix({"x": {"tensor-core MMA": 4, "TMA copy": 2}, "y": {"TMA copy": 16}})
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["tensor-core MMA", "TMA copy"]
@@ -142,6 +154,7 @@ def test_instruction_mix_and_sweep_figures():
     assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["a"]
 
 
+@pytest.mark.fast
 def test_k_loop_schedule():
     for arch in ("sm90", "sm100"):
         fig = viz.k_loop_schedule(arch, 4, 2, 40960, k_tiles=2)
@@ -154,6 +167,7 @@ def test_k_loop_schedule():
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 def test_precompute_sweep_marks_invalid_combinations():
     rows = widgets.precompute_sweep("sm90/1", target="sm_90a")
     assert len(rows) == len(list(__import__("itertools").product(*(v for _, v in ladder.get("sm90/1").knobs))))
@@ -166,6 +180,7 @@ def test_precompute_sweep_marks_invalid_combinations():
     assert html.count("<tr") == len(rows) + 1 and "invalid" in html
 
 
+@pytest.mark.compile
 def test_sweep_of_a_tensor_core_step():
     rows = widgets.precompute_sweep("sm90/2")
     by_label = {r["label"]: r for r in rows}
@@ -174,8 +189,10 @@ def test_sweep_of_a_tensor_core_step():
     assert all(r["mix"]["tensor-core MMA"] > 0 for r in rows if r["ok"])
 
 
+@pytest.mark.compile
 def test_tile_explorer_drives_without_a_browser():
-    pytest.importorskip("ipywidgets")
+    import ipywidgets  # noqa: F401  (pinned in requirements.txt: its absence is a failure, not a skip)
+
     e = widgets.TileExplorer("sm90/2")
     assert e.row["ok"] and e.row["target"] == "sm_90a"
     row = e.select(tile_n=128, tile_k=32)
@@ -189,6 +206,7 @@ def test_tile_explorer_drives_without_a_browser():
         e.select(tile_q=1)
 
 
+@pytest.mark.fast
 def test_timing_html_reports_the_ratio_to_cublas():
     text = widgets.timing_html(bench_record("sm90/3", 100.0, 400.0, "2030-01-01T00:00:00"))
     assert "100.0 TFLOP/s" in text and "400.0 TFLOP/s" in text and "25.0%" in text
@@ -199,6 +217,7 @@ def test_timing_html_reports_the_ratio_to_cublas():
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_ladder_bars_highlight_outlines_the_chapters_steps(tmp_path):
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/3", 50.0, 400.0, "2030-01-01T00:00:00"),
                                    bench_record("sm90/4", 60.0, 400.0, "2030-01-01T00:00:01")]})
@@ -213,6 +232,7 @@ def test_ladder_bars_highlight_outlines_the_chapters_steps(tmp_path):
     assert only.legends and not only.axes[0].get_legend()  # the legend sits above the axes
 
 
+@pytest.mark.fast
 def test_opcode_families_draw_one_bar_per_kernel_and_family():
     ops = {"STG.E": 64, "STSM.16.M88.4": 16, "UTMASTG.2D": 8, "STS": 3}
     fig = viz.opcode_families({"a": ops, "b": {"STG.E": 2}}, {"global": ("STG",), "stmatrix": ("STSM",)})
@@ -220,6 +240,7 @@ def test_opcode_families_draw_one_bar_per_kernel_and_family():
     assert heights == [0, 2, 16, 64]
 
 
+@pytest.mark.fast
 def test_epilogue_path_draws_one_subtile_per_store():
     fig = viz.epilogue_path(64, 256, 64, 32, 2, 128, 16, 8)
     texts = [t.get_text() for t in fig.axes[0].texts]
@@ -229,6 +250,7 @@ def test_epilogue_path_draws_one_subtile_per_store():
         viz.epilogue_path(64, 256, 64, 48, 2, 128, 16, 8)
 
 
+@pytest.mark.fast
 def test_occupancy_bars_outline_the_binding_resource():
     four, five = sim.occupancy(154, 128, 51200), sim.occupancy(154, 256, 67584)
     fig = viz.occupancy_bars({"four": four, "five": five})
@@ -240,6 +262,7 @@ def test_occupancy_bars_outline_the_binding_resource():
     assert "65536 registers" in fig.caption and "quoted" in fig.caption
 
 
+@pytest.mark.fast
 def test_cluster_multicast_splits_the_shared_tile():
     fig = viz.cluster_multicast(2, 1, 128, 256, 64)
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
@@ -249,6 +272,7 @@ def test_cluster_multicast_splits_the_shared_tile():
         viz.cluster_multicast(3, 1, 128, 256, 64)
 
 
+@pytest.mark.fast
 def test_pipeline_timeline_draws_each_load_and_mma():
     serial = sim.pipeline_model(1, 4, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
     deep = sim.pipeline_model(4, 8, load=3.0, mma=1.0, epilogue=0.0, issue=0.0)
@@ -261,12 +285,14 @@ def test_pipeline_timeline_draws_each_load_and_mma():
         assert f"busy {model['mma_busy']:.0%}" in ax.get_title(loc="left")
 
 
+@pytest.mark.fast
 def test_register_split_totals():
     fig = viz.register_split(168, 128, 40, 256, 232)
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
     assert "total 64512" in texts and "128 x 40\n= 5120" in texts and "65536 registers per SM" in texts
 
 
+@pytest.mark.fast
 def test_persistent_grid_numbers_each_tile_with_its_cluster_and_wave():
     s = sim.persistent_schedule(4, 5, 6, tile_order.row_tile)
     fig = viz.persistent_grid(s)
@@ -276,6 +302,7 @@ def test_persistent_grid_numbers_each_tile_with_its_cluster_and_wave():
     assert sum(isinstance(p, Rectangle) for p in fig.axes[1].patches) == s["last_wave_tiles"]  # the partial wave
 
 
+@pytest.mark.fast
 def test_l2_panels_draws_the_model():
     from gemm_course import sim
 
@@ -286,6 +313,7 @@ def test_l2_panels_draws_the_model():
     assert "not a measurement" in fig.caption
 
 
+@pytest.mark.fast
 def test_sweep_ratios_draw_the_newest_sweep(tmp_path):
     old = [sweep_record(4096, 4096, 4096, 0.5, "2030-01-01T00:00:00")]
     new = [sweep_record(4096, 4096, 4096, 0.9, "2030-02-01T00:00:00"),
@@ -299,6 +327,7 @@ def test_sweep_ratios_draw_the_newest_sweep(tmp_path):
     assert "No sweep" in empty.caption
 
 
+@pytest.mark.fast
 def test_smem_traffic_bars_draw_each_tile_against_the_bandwidth():
     from gemm_course import sim
 
@@ -321,6 +350,7 @@ def _timeline_record(step, size, scale):
             "points_us": {n: t * scale for n, t in zip(names, times)}}
 
 
+@pytest.mark.fast
 def test_launch_timeline_cuts_each_bar_at_the_recorded_points():
     records = [_timeline_record("sm90/8", 2048, 1.0), _timeline_record("sm90/10", 2048, 1.1),
                _timeline_record("sm90/10", 4096, 7.0)]
@@ -333,6 +363,7 @@ def test_launch_timeline_cuts_each_bar_at_the_recorded_points():
     assert "gpu_timeline" in fig.caption
 
 
+@pytest.mark.fast
 def test_power_limit_bars_end_at_the_ratios():
     records = [clocks_record("sm90/10", 4096, 650.0, 1470.0, 690.0), clocks_record("cublas", 4096, 660.0, 1500.0, 690.0),
                clocks_record("sm90/10", 4096, 652.0, 1470.0, 690.0),
@@ -343,6 +374,7 @@ def test_power_limit_bars_end_at_the_ratios():
     assert [right for _, right in bars] == pytest.approx([651.0 / 660.0, 1470.0 / 1500.0, 651.0 / 660.0 / (1470.0 / 1500.0)])
 
 
+@pytest.mark.fast
 def test_order_energy_draws_one_point_per_step():
     cfg = {"tile_m": 128, "tile_n": 256, "cluster_m": 2, "cluster_n": 1, "group": 8}
     records = [dict(clocks_record(step, 8192, tflops, 1400.0, 690.0), config=cfg, sm_count=132)

@@ -43,7 +43,8 @@ def _why_no_gpu() -> str:
     try:
         import torch
     except Exception as e:
-        return f"PyTorch cannot be imported by {sys.executable} ({type(e).__name__}): run `make setup` or activate the environment"
+        return (f"PyTorch cannot be imported by {sys.executable} ({type(e).__name__}): "
+                "run `make setup` or activate the environment")
     if torch.version.cuda is None:
         return f"PyTorch {torch.__version__} is a CPU-only build; a CUDA build is needed, see book/setup.md"
     return (f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: check that nvidia-smi lists one "

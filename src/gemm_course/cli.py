@@ -152,7 +152,8 @@ def cmd_bench(args):
             f"[{i}/{len(jobs)}] {step.key:<8} {problem.label:<18} {rec['tflops']['median']:7.1f} TFLOP/s  "
             f"cuBLAS {rec['cublas_tflops']['median']:7.1f}  ratio {rec['ratio_to_cublas']:.3f}  "
             f"err {rec['rel_error']:.1e}  ({time.time() - t0:.0f} s)"
-            + "".join(f"  {name} {p['tflops']['median']:.1f} ({p['ratio_to_cublas']:.3f})" for name, p in rec.get("peers", {}).items()),
+            + "".join(f"  {name} {p['tflops']['median']:.1f} ({p['ratio_to_cublas']:.3f})"
+                      for name, p in rec.get("peers", {}).items()),
             file=sys.stderr,
             flush=True,
         )

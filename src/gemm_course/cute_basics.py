@@ -241,7 +241,8 @@ def trace_kernel(step, fn: Callable[[dict], object], config=None, target_name: O
             result["value"] = fn(named)
             return _NoLaunch()
 
-    operands = (_arch.fake_operands_any() if step.any_shape else _arch.fake_operands("dynamic")) + _arch.fake_workspace(step, config)
+    operands = _arch.fake_operands_any() if step.any_shape else _arch.fake_operands("dynamic")
+    operands += _arch.fake_workspace(step, config)
     with target(target_name or step.target):
         cute.compile(_Probe(config), *_arch.call_arguments(operands, make_fake_stream()))
     return result.get("value")

@@ -28,8 +28,11 @@ SASS_CLASSES = [
     ("global load/store", ("LDG", "STG", "RED", "ATOMG", "LD", "ST")),
     ("SIMT FMA", ("FFMA", "FHFMA", "HFMA2", "FMUL", "FADD")),
     ("type conversion", ("F2FP", "F2F", "I2F", "F2I")),
-    ("integer/address math", ("IMAD", "IADD3", "LEA", "SHF", "LOP3", "IABS", "UIADD3", "UIMAD", "ULEA", "USHF", "ULOP3", "VIADD", "IMNMX", "SEL", "ISETP", "USEL", "UISETP", "PRMT", "USETMAXREG")),
-    ("moves/control", ("MOV", "UMOV", "S2R", "S2UR", "R2UR", "LDC", "LDCU", "ULDC", "BRA", "EXIT", "NOP", "CS2R", "SHFL", "VOTE", "ELECT", "PLOP3", "R2P", "P2R", "BMOV", "CALL", "RET", "YIELD", "ENDCOLLECTIVE", "ACQBULK", "UPRMT", "UBMSK", "UFLO", "POPC", "FLO", "MUFU", "FSETP", "FSEL", "FMNMX")),
+    ("integer/address math", ("IMAD", "IADD3", "LEA", "SHF", "LOP3", "IABS", "UIADD3", "UIMAD", "ULEA", "USHF", "ULOP3", "VIADD",
+                              "IMNMX", "SEL", "ISETP", "USEL", "UISETP", "PRMT", "USETMAXREG")),
+    ("moves/control", ("MOV", "UMOV", "S2R", "S2UR", "R2UR", "LDC", "LDCU", "ULDC", "BRA", "EXIT", "NOP", "CS2R", "SHFL", "VOTE",
+                       "ELECT", "PLOP3", "R2P", "P2R", "BMOV", "CALL", "RET", "YIELD", "ENDCOLLECTIVE", "ACQBULK", "UPRMT",
+                       "UBMSK", "UFLO", "POPC", "FLO", "MUFU", "FSETP", "FSEL", "FMNMX")),
 ]
 
 

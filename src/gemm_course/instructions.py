@@ -23,7 +23,8 @@ class Instruction:
 INSTRUCTIONS = (
     Instruction("TMA load of a tile into shared memory", "cp.async.bulk.tensor.2d.shared::cta.global", "UTMALDG",
                 "cute.copy(tma_atom, ...) with cpasync.CopyBulkTensorTileG2SOp", "ch2", "sm90/2"),
-    Instruction("TMA load written into several CTAs (multicast)", "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",
+    Instruction("TMA load written into several CTAs (multicast)",
+                "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",
                 "UTMALDG.2D.MULTICAST", "CopyBulkTensorTileG2SMulticastOp, mcast_mask=", "ch5", "sm90/5"),
     Instruction("TMA load of one CTA of a pair, signalling the leader", ".cta_group::2", "UTMALDG.2D.MULTICAST.2CTA",
                 "CopyBulkTensorTileG2SMulticastOp(tcgen05.CtaGroup.TWO)", "ch5-blackwell", "sm100/5"),

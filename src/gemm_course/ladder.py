@@ -197,7 +197,9 @@ _STEPS = [
         "issue wgmma (one batch in flight); setmaxnreg moves registers from producer to consumers",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        ptx_markers=("wgmma.mma_async", "setmaxnreg.dec", "setmaxnreg.inc", "multicast::cluster", "wgmma.wait_group.sync.aligned \t1;"),
+        ptx_markers=(
+            "wgmma.mma_async", "setmaxnreg.dec", "setmaxnreg.inc", "multicast::cluster", "wgmma.wait_group.sync.aligned \t1;"
+        ),
         knobs=(("tile_n", (128, 256)), ("stages", (2, 3, 4)), ("cluster_m", (1, 2)), ("cluster_n", (1, 2))),
     ),
     Step(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-from . import ladder, records as rec
+from . import ladder
+from . import records as rec
 from .problem import GemmProblem
 
 BEGIN, END = "<!-- measured:begin (python -m gemm_course.notes) -->", "<!-- measured:end -->"
@@ -20,7 +21,9 @@ def _cell(r) -> str:
     if r is None:
         return "not measured"
     fmt = ".1f" if r["tflops"]["median"] < 10 else ".0f"
-    return f"{r['tflops']['median']:{fmt}} ({r['tflops']['p10']:{fmt}}-{r['tflops']['p90']:{fmt}}) vs {r['cublas_tflops']['median']:.0f} = {r['ratio_to_cublas']:.3f}"
+    t = r["tflops"]
+    return (f"{t['median']:{fmt}} ({t['p10']:{fmt}}-{t['p90']:{fmt}}) "
+            f"vs {r['cublas_tflops']['median']:.0f} = {r['ratio_to_cublas']:.3f}")
 
 
 def measured_block(records=None) -> str:
@@ -54,7 +57,8 @@ def measured_block(records=None) -> str:
         ]
         for r in sweep:
             p = GemmProblem(*rec.shape_of(r))
-            out.append(f"| {p.label} | {r['tflops']['median']:.0f} | {r['cublas_tflops']['median']:.0f} | {r['ratio_to_cublas']:.3f} |")
+            tflops, cublas = r["tflops"]["median"], r["cublas_tflops"]["median"]
+            out.append(f"| {p.label} | {tflops:.0f} | {cublas:.0f} | {r['ratio_to_cublas']:.3f} |")
     return "\n".join(out)
 
 

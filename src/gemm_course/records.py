@@ -131,7 +131,8 @@ def roofline_points(records: Sequence[dict], arch: str = "sm90", size: int = 409
         if rec is None or number < 2:
             continue
         clock = (rec.get("clocks_after") or {}).get("sm_mhz")
-        points.append({"label": f"{arch}/{number}", "intensity": intensity, "tflops": rec["tflops"]["median"], "clock_mhz": clock})
+        points.append({"label": f"{arch}/{number}", "intensity": intensity, "tflops": rec["tflops"]["median"],
+                       "clock_mhz": clock})
         last = rec
     if last is not None and last["step"] == ladder.final(arch).key:
         points.append({"label": "cuBLAS", "intensity": intensity, "tflops": last["cublas_tflops"]["median"],

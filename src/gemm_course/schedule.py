@@ -1,4 +1,4 @@
-"""The persistent kernels' static schedule, with a stream-K tail (step 8 on).
+"""The static schedule of the final Hopper kernel (step 11), with a stream-K tail.
 
 G clusters share T cluster-tiles of ``k_tiles`` K tiles each. The first ``T - r`` tiles (r = T
 mod G, the last partial wave) are handed out whole: cluster c takes c, c + G, c + 2G, ... The
@@ -18,7 +18,7 @@ layouts of the runs:
   together at K tile 0, so tiles that share an A row-panel or a B column-panel read it at the
   same time, as whole tiles in a wave do. The other clusters' runs cover the rest of every tail
   tile; they never finish a tile, so they never wait. Each of their pieces ends in a partial-sum
-  store, which is why short K loops keep the classic layout (more in chapter 8).
+  store, which is why short K loops keep the classic layout (more in chapter 11).
 
 The split is skipped when the idle clusters' share of a tile is smaller than the fix-up it costs,
 or when they are too few to pay for the operands the runs stream (``IDLE_SHARE``).

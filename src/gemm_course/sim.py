@@ -31,8 +31,8 @@ set and nothing survives from one wave to the next. A coarse proxy: real waves d
 L2 keeps some panels longer, so compare its ranking with measured DRAM bytes (ncu) before
 leaning on its absolute numbers.
 
-Shared-memory traffic of the main loop (chapter 10)
----------------------------------------------------
+Shared-memory traffic of the main loop (chapters 5 and 11)
+----------------------------------------------------------
 :func:`smem_traffic` counts, for one K tile of one CTA, the operand bytes the ``wgmma``
 instructions read from shared memory and the bytes TMA writes into it, and divides by the
 clocks the tensor cores need for the K tile's FLOPs. Each ``wgmma`` is 64 rows x ``mma_n``
@@ -50,7 +50,7 @@ take over the tiles of launches they cancel) and :func:`check_clc_schedule` what
 guarantee; :func:`cluster_cta_tiles` is the tile each CTA of a cluster computes for a
 cluster-tile index; :func:`tmem_plan` shows step 7's accumulator stages in tensor memory over time.
 
-Hopper's SM, stages and schedule (chapters 5-10)
+Hopper's SM, stages and schedule (chapters 5-11)
 ------------------------------------------------
 :func:`occupancy` counts the CTAs of a compiled kernel that fit on one SM (limits quoted in
 :data:`HOPPER_SM`); :func:`pipeline_model` is an event model of the producer, the shared-memory
@@ -138,6 +138,7 @@ def _byte_offsets(layout, elem_bits: int) -> List[List[int]]:
 @functools.lru_cache(maxsize=None)
 def _offsets_cached(step_key: str, operand: str, config) -> Tuple[np.ndarray, str]:
     import cutlass.cute as cute
+
     from . import arch
 
     build, bits, target = _layouts_factory(step_key, config)
@@ -756,7 +757,7 @@ def tmem_plan(mma: Sequence[float], epilogue: Sequence[float], acc_stages: int =
 
 # ---------------------------------------------------------------------------------------------
 # Hopper: CTAs per SM (chapter 5), the stage pipeline (chapters 6-7), the static persistent
-# schedule (chapters 8-10)
+# schedule (chapters 8-11)
 # ---------------------------------------------------------------------------------------------
 
 # Hopper (compute capability 9.0) per-SM limits, from the CUDA C++ Programming Guide's table of

@@ -17,10 +17,11 @@ Orders, each a list of ``(tile_m, tile_n)`` in visit order (:func:`order`):
 Inside a kernel each CTA (or each iteration of a persistent loop) needs the i-th tile of an
 order as integer arithmetic. :func:`tile_at` gives that: closed-form index math for the rasters
 (:func:`grouped_tile` is written so that ``cutlass.min`` can be passed in for ``min``), and for
-Gilbert a lookup in :func:`gilbert_table`, one packed int32 per tile that the chapter 10 kernel
-reads from a small global-memory table (4 bytes per tile: 4 KiB for a 32 x 32 grid).
+Gilbert a lookup in :func:`gilbert_table`, one packed int32 per tile, for a kernel that would
+read the order from a small global-memory table (4 bytes per tile: 4 KiB for a 32 x 32 grid).
 :func:`gilbert_tile` computes the same tile with no table: it walks down the curve's recursion
-to the one part holding the index, in integer ops that also trace in a kernel (:func:`for_kernel`).
+to the one part holding the index, in integer ops that also trace in a kernel (:func:`for_kernel`);
+the Gilbert steps (10 and 11, and Blackwell's 10) use it.
 
 The Gilbert curve follows Jakub Červený's "gilbert" generalized Hilbert curve
 (https://github.com/jakubcerveny/gilbert, BSD-2-Clause, 2018), implemented here from its

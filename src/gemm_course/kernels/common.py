@@ -5,7 +5,8 @@ from __future__ import annotations
 
 def check_tile_divides(problem, tile_m: int, tile_n: int, step_with_any_mn: int):
     """Steps whose epilogue stores fragments straight to global memory need whole tiles (step 2)."""
-    bad = [f"{name} = {v} is not a multiple of {t}" for name, v, t in (("M", problem.m, tile_m), ("N", problem.n, tile_n)) if v % t]
+    sides = (("M", problem.m, tile_m), ("N", problem.n, tile_n))
+    bad = [f"{name} = {v} is not a multiple of {t}" for name, v, t in sides if v % t]
     if bad:
         return False, (
             "; ".join(bad)

@@ -26,7 +26,7 @@ functions they reach through it (their homes: :mod:`gemm_course.records`, :mod:`
 """
 
 from ..inspect import opcode_family_counts
-from ..records import geomean, latest_sweep, power_limit_split, spread_verdict, step_table
+from ..records import ab_table, config_changes, geomean, latest_sweep, power_limit_split, spread_verdict, step_table
 from ..sim import HOPPER_SM, pipeline_model
 from ..source import phase_source
 from .ladder import (DATASHEET, SEED_B200_TFLOPS, SEED_LABEL, SEED_SHAPE, ladder_bars, ladder_data, roofline,
@@ -49,6 +49,6 @@ __all__ = [
     # what the figures draw from
     "DATASHEET", "SEED_B200_TFLOPS", "SEED_LABEL", "SEED_SHAPE", "TIMELINE_PHASES", "ladder_data", "owners_from_lists",
     # re-exported for the chapters
-    "HOPPER_SM", "geomean", "latest_sweep", "opcode_family_counts", "phase_source", "pipeline_model",
-    "power_limit_split", "spread_verdict", "step_table",
+    "HOPPER_SM", "ab_table", "config_changes", "geomean", "latest_sweep", "opcode_family_counts", "phase_source",
+    "pipeline_model", "power_limit_split", "spread_verdict", "step_table",
 ]

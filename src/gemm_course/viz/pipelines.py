@@ -279,7 +279,7 @@ def launch_timeline(records: Sequence[dict], title: str = "Where a persistent la
     fig.suptitle(title, fontsize=11)
     first = records[0]
     return set_caption(fig, f"scripts/gpu_timeline.py on {first.get('gpu')}, {first.get('date', '')[:10]}: one thread "
-                            "per CTA writes %globaltimer at fixed points of an instrumented copy of step 8's kernel; "
+                            "per CTA writes %globaltimer at fixed points of an instrumented copy of the step's kernel; "
                             "bars cut at the median CTA's points (medians over CTAs and launches), the percentage is "
                             "the main loops' share of the launch. The workspace is zeroed before each launch, so the "
                             "first loads find L2 cold.")

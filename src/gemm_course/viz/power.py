@@ -49,12 +49,13 @@ def power_limit_bars(records: Sequence[dict], title: str = "At the power limit: 
 
 
 def order_energy(records: Sequence[dict], title: str = "The tile order's DRAM traffic, paid in energy") -> Figure:
-    """Per shape, steps 8-10 (row, grouped, Gilbert order) as points: modelled DRAM bytes against
-    measured joules per TFLOP at the power limit (records of kind ``clocks``)."""
+    """Per shape, the persistent steps (row, grouped and Gilbert orders, ``records.STEP_ORDERS``) as
+    points: modelled DRAM bytes against measured joules per TFLOP at the power limit (records of
+    kind ``clocks``)."""
     points = order_energy_points(records)
     fig = new_figure(8.5, 4.2)
     ax = fig.subplots()
-    markers = {"sm90/8": "s", "sm90/9": "^", "sm90/10": "o"}
+    markers = {"sm90/8": "s", "sm90/9": "^", "sm90/10": "o", "sm90/11": "D"}
     for (file, shape), color in zip(dict.fromkeys((p["file"], p["shape"]) for p in points), ("#4c72b0", "#dd8452", "#55a868", "#c44e52")):
         pts = sorted((p for p in points if (p["file"], p["shape"]) == (file, shape)), key=lambda p: p["model_gb"])
         ax.plot([p["model_gb"] for p in pts], [p["joule_per_tflop"] for p in pts], color=color, linewidth=1, label=shape)

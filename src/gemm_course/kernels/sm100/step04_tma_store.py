@@ -5,7 +5,7 @@ Parent: step 3. Key differences (only the epilogue changes):
 * Each ``tile_m x epi_n`` sub-tile of the accumulator goes TMEM -> registers (``tcgen05.ld``)
   -> bf16 -> a swizzled shared-memory staging buffer -> global memory by one TMA store
   (``cp.async.bulk.tensor`` shared -> global). The copy engine writes whole 128-byte lines and
-  clips tiles at the matrix edge, so M and N no longer need to be multiples of the tile.
+  clips tiles at the matrix edge, so M and N need not be multiples of the tile.
 * The register -> shared-memory copy follows the TMEM load's shape. With 64 accumulator rows
   (``tile_m`` = 64) the load is ``16x256b``, which hands each lane the same (row, column) pairs
   an ``mma.sync`` fragment has: exactly what ``stmatrix`` stores, one warp-wide instruction per

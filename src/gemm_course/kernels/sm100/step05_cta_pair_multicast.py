@@ -314,7 +314,9 @@ class Gemm(parent.Gemm):
             read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
             acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
             for k_tile in cutlass.range(num_k_tiles, unroll=1):
-                self.load_k_tile(mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+                self.load_k_tile(
+                    mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask
+                )
                 load_state.advance()
                 if is_leader:
                     mainloop_pipeline.consumer_wait(read_state)

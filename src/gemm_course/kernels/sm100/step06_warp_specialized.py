@@ -33,7 +33,7 @@ from cutlass.cute.nvgpu import cpasync, tcgen05
 from . import step05_cta_pair_multicast as parent
 from .step02_tcgen05_tma import ACC_DTYPE
 from .step04_tma_store import EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
-from .step05_cta_pair_multicast import PAIR, SMEM_CAPACITY, smem_estimate
+from .step05_cta_pair_multicast import SMEM_CAPACITY, smem_estimate
 
 EPILOGUE_WARPS = (0, 1, 2, 3)
 MMA_WARP = 4
@@ -112,7 +112,9 @@ class Gemm(parent.Gemm):
             )
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
             for k_tile in cutlass.range(num_k_tiles, unroll=1):
-                self.load_k_tile(mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+                self.load_k_tile(
+                    mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask
+                )
                 load_state.advance()
             mainloop_pipeline.producer_tail(load_state)  # no commit may arrive after this CTA is gone
 

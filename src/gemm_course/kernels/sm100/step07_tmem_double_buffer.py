@@ -6,7 +6,7 @@ Parent: step 6. Key differences:
   by that factor. Each warp loops over the CTA's tiles with its pipeline states carried along.
 * Tensor memory holds ``acc_stages`` = 2 accumulators of 256 columns: all 512 columns of the
   SM. The MMA warp fills accumulator 1 with tile t+1 while the epilogue warps drain accumulator
-  0 of tile t. ``PipelineUmmaAsync`` now has two stages: the MMA warp *acquires* an accumulator
+  0 of tile t. ``PipelineUmmaAsync`` has two stages (one in step 6): the MMA warp *acquires* an accumulator
   (waits until the epilogue of both CTAs of the pair released it), fills it, and commits it; the
   epilogue waits for it, reads it and releases it as soon as its last ``tcgen05.ld`` is done,
   before its own TMA stores finish.
@@ -18,7 +18,7 @@ fp32 is 256 KiB, the whole register file, so Hopper kernels ping-pong two consum
 instead. Here the second accumulator costs only tensor-memory columns.
 
 Expected: the epilogue (about 2 us per 128 x 256 tile per CTA) is exposed once per tile in
-step 6; now only the CTA's first tile fills the pipeline and only its last epilogue is exposed.
+step 6; here only the CTA's first tile fills the pipeline and only its last epilogue is exposed.
 The seed's companion series measured ~1490 TFLOP/s on a B200 for this change (quoted).
 
 Accepts: any M; N and K multiples of 8.
@@ -102,18 +102,24 @@ class Gemm(parent.Gemm):
     # ---- one tile of each role ----------------------------------------------------------------
 
     @cute.jit
-    def load_tile(self, mainloop_pipeline, load_state, tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA, sB, pair_tile, cta_in_cluster):
+    def load_tile(
+        self, mainloop_pipeline, load_state, tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA, sB, pair_tile, cta_in_cluster
+    ):
         """TMA warp: this CTA's share of every K tile of one tile; the state runs on across tiles."""
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(
             tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA, sB, pair_tile, cta_in_cluster
         )
         for k_tile in cutlass.range(cute.size(tAgA, mode=[1]), unroll=1):
-            self.load_k_tile(mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+            self.load_k_tile(
+                mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask
+            )
             load_state.advance()
         return load_state
 
     @cute.jit
-    def mma_tile(self, mainloop_pipeline, read_state, accumulator_pipeline, acc_state, tiled_mma, tCtAcc, tCrA, tCrB, num_k_tiles):
+    def mma_tile(
+        self, mainloop_pipeline, read_state, accumulator_pipeline, acc_state, tiled_mma, tCtAcc, tCrA, tCrB, num_k_tiles
+    ):
         """MMA warp of the leader: wait for a free accumulator, fill it over every K tile, commit it."""
         accumulator_pipeline.producer_acquire(acc_state)
         accumulator = tCtAcc[(None, None, None, acc_state.index)]

@@ -36,7 +36,8 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
-from . import step06_warp_specialized, step07_tmem_double_buffer as parent
+from . import step06_warp_specialized
+from . import step07_tmem_double_buffer as parent
 from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE
 from .step04_tma_store import C_DTYPE, can_implement  # noqa: F401  (same shapes as step 4)
 from .step05_cta_pair_multicast import PAIR

@@ -167,7 +167,7 @@ class Gemm(parent.Gemm):
         num_subtiles = cute.size(gC_epi, mode=[1])
         subtile_layout = cute.make_layout(gC_epi.shape[1], stride=(gC_epi.shape[1][1], 1))
         for i in cutlass.range_constexpr(num_subtiles):
-            for v in cutlass.range_constexpr(frag_size):
+            for v in cutlass.range(frag_size, unroll_full=True):  # unrolled by the compiler: v indexes registers
                 frag[v] = tRS_rAcc[i * frag_size + v]
             frag_out = cute.make_rmem_tensor_like(frag_layout, C_DTYPE)
             frag_out.store(frag.load().to(C_DTYPE))

@@ -9,7 +9,7 @@ Parent: step 4. Key differences:
   a 2 x 1 cluster compute vertically adjacent tiles that need the *same* B tile: each CTA
   loads half of it and the TMA *multicasts* that half into both CTAs' shared memory. L2 -> SM
   traffic for B halves.
-* Because a peer CTA now writes into our shared memory, "may I overwrite this buffer?" needs
+* Because a peer CTA writes into our shared memory, "may I overwrite this buffer?" needs
   an answer from every CTA that reads it: each stage gets an *empty* barrier besides the *full*
   one, and consumers arrive on the empty barriers of all CTAs that multicast into them. We use
   CuTeDSL's ``PipelineTmaAsync``, which implements exactly this full/empty protocol.
@@ -17,7 +17,7 @@ Parent: step 4. Key differences:
 * Each warpgroup covers its 64 x 256 with one ``wgmma`` 64 x 256 x 16 per k16 step, the largest
   instruction: it reads the warpgroup's A slice (2 KiB) and B (8 KiB) from shared memory once.
   ``mma_n`` = 128 splits it into two 64 x 128 x 16, which read A twice (12 KiB per k16 step,
-  20% more); chapter 10 measures what that costs.
+  20% more); chapter 11 counts, and the book's appendix measures, what that costs.
 
 Expected: the same single-stage latency chain as step 4 but with 1.33x the arithmetic per byte
 in shared memory and half the B traffic from L2; a clear gain if step 4 is bound by the
@@ -104,7 +104,7 @@ class Gemm(parent.Gemm):
     def make_mainloop_operands(self, mA: cute.Tensor, mB: cute.Tensor):
         """Two warpgroups along M, staged layouts, and multicast TMA where the cluster shares a tile."""
         bm, bn, bk = self.tile_mnk
-        tiled_mma = self.make_tiled_mma()  # step 2's, now with self.mma_warpgroups = 2
+        tiled_mma = self.make_tiled_mma()  # step 2's, with self.mma_warpgroups = 2
         a_smem_layout, b_smem_layout = self.make_smem_layouts()
 
         def tma_load(tensor, smem_layout, tile, num_multicast):
@@ -139,7 +139,7 @@ class Gemm(parent.Gemm):
         self.launch_kernel(mA, mB, mC, stream)
 
     def launch_kernel(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, *workspace):
-        """Build the operands, then launch; ``workspace`` tensors (step 8 on) go to the kernel last."""
+        """Build the operands, then launch; ``workspace`` tensors (step 11's) go to the kernel last."""
         tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_a, tma_atom_b, tma_b = self.make_mainloop_operands(mA, mB)
         epi_smem_layout, tma_atom_c, tma_c = self.make_epilogue_operands(mC)
         self.shared_storage = self.make_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
@@ -210,7 +210,8 @@ class Gemm(parent.Gemm):
         """
         warpgroup.fence()
         for k_block in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
-            cute.gemm(tiled_mma, accumulators, tCrA[(None, None, k_block, stage)], tCrB[(None, None, k_block, stage)], accumulators)
+            a, b = tCrA[(None, None, k_block, stage)], tCrB[(None, None, k_block, stage)]
+            cute.gemm(tiled_mma, accumulators, a, b, accumulators)
         warpgroup.commit_group()
 
     @cute.kernel
@@ -258,7 +259,10 @@ class Gemm(parent.Gemm):
         read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         if warp_idx == 0:
             for _ in cutlass.range(cutlass.min(self.stages, num_k_tiles), unroll=1):
-                self.load_k_tile(mainloop_pipeline, load_state, load_state.count, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+                self.load_k_tile(
+                    mainloop_pipeline, load_state, load_state.count,
+                    tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask,
+                )
                 load_state.advance()
         accumulators.fill(0.0)
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
@@ -269,7 +273,10 @@ class Gemm(parent.Gemm):
             mainloop_pipeline.consumer_release(read_state)
             read_state.advance()
             if warp_idx == 0 and load_state.count < num_k_tiles:
-                self.load_k_tile(mainloop_pipeline, load_state, load_state.count, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+                self.load_k_tile(
+                    mainloop_pipeline, load_state, load_state.count,
+                    tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask,
+                )
                 load_state.advance()
 
         # 4. epilogue (step 4's, over both warpgroups), then keep our shared memory alive until

@@ -73,7 +73,9 @@ class Gemm(parent.Gemm):
         """
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
         for k_tile in cutlass.range(k_begin, k_end, unroll=1):
-            self.load_k_tile(mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask)
+            self.load_k_tile(
+                mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask
+            )
             load_state.advance()
         return load_state
 

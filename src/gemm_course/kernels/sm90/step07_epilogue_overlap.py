@@ -13,8 +13,8 @@ Parent: step 6. Key differences:
 In the code: the kernel's roles become loops over the CTA's tiles (``num_tiles``, ``tile_coord``),
 each pipeline state carried from one tile to the next, and the grid shrinks (``grid``).
 
-Expected: a tile's epilogue (128x256 outputs, ~2 us) was exposed once per tile in step 6, and
-so was the pipeline fill at each tile start; both are now hidden for all but the CTA's first
+Expected: a tile's epilogue (128x256 outputs, ~2 us) is exposed once per tile in step 6, and
+so is the pipeline fill at each tile start; here both are hidden for all but the CTA's first
 tile: up to a few percent at 4096^3.
 
 Accepts: any M; N and K multiples of 8.

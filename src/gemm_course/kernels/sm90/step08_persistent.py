@@ -25,7 +25,8 @@ import cutlass
 import cutlass.cute as cute
 
 from ... import arch
-from . import step06_warp_specialized, step07_epilogue_overlap as parent
+from . import step06_warp_specialized
+from . import step07_epilogue_overlap as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 
 H200_SMS = 132  # compile-time grid size when no GPU is present to ask

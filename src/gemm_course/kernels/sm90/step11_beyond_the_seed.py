@@ -45,13 +45,11 @@ from typing import Any, NamedTuple
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-from cutlass.cute.nvgpu import cpasync
 
 from ... import placement, schedule
 from . import step10_gilbert as parent
 from .step02_wgmma_tma import AB_DTYPE, C_DTYPE
-from .step04_tma_store import EPI_BARRIER_ID
-from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
+from .step04_tma_store import EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
 from .step05_cluster_multicast import WARPGROUP
 from .step08_persistent import max_clusters
 
@@ -151,7 +149,7 @@ class Gemm(parent.Gemm):
         # False next to runtime values trips the compiler), and Python's bool for static shapes
         enabled = (k_tiles > 0) == self.config.stream_k
         c = schedule.launch_constants(tiles, clusters, k_tiles, enabled, *schedule.operations(tiles, clusters, k_tiles))
-        dividers = (cute.fast_divmod_create_divisor_v2(cutlass.Int32(c.piece)), cute.fast_divmod_create_divisor_v2(cutlass.Int32(c.share)))
+        dividers = tuple(cute.fast_divmod_create_divisor_v2(cutlass.Int32(v)) for v in (c.piece, c.share))
         return tuple(cutlass.Int32(v) for v in c) + dividers  # a plain tuple crosses into the kernel
 
     # ---- device side: the schedule ------------------------------------------------------------
@@ -207,7 +205,9 @@ class Gemm(parent.Gemm):
 
     def helper_slots(self, index, p: Plan):
         c = p.launch
-        return schedule.helper_slots(index, c.whole_tiles, c.main_k, c.helpers, c.rest_k, c.piece, cutlass.select_, cutlass.min, cutlass.max)
+        return schedule.helper_slots(
+            index, c.whole_tiles, c.main_k, c.helpers, c.rest_k, c.piece, cutlass.select_, cutlass.min, cutlass.max
+        )
 
     # ---- device side: handing tiles and partial sums over --------------------------------------
 
@@ -233,14 +233,15 @@ class Gemm(parent.Gemm):
         """This thread's accumulator values in a slot, value-major so each warp access is 128 contiguous bytes."""
         tidx, _, _ = cute.arch.thread_idx()
         n, threads = cute.size(accumulators), self.consumer_threads
-        return cute.make_tensor(mPartials.iterator + slot * (n * threads) + (tidx - WARPGROUP), cute.make_layout(n, stride=threads))
+        start = mPartials.iterator + slot * (n * threads) + (tidx - WARPGROUP)
+        return cute.make_tensor(start, cute.make_layout(n, stride=threads))
 
     @cute.jit
     def store_partial(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, slot):
         """A part that started mid-tile: write the partial sum, then raise its flag (release)."""
         tidx, _, _ = cute.arch.thread_idx()
         part = self.partial_view(mPartials, slot, accumulators)
-        for v in cutlass.range_constexpr(cute.size(accumulators)):
+        for v in cutlass.range(cute.size(accumulators), unroll_full=True):  # unrolled by the compiler: v indexes registers
             part[v] = accumulators[v]
         cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.consumer_threads)
         if tidx == WARPGROUP:
@@ -259,7 +260,7 @@ class Gemm(parent.Gemm):
                 cute.arch.store(mFlags.iterator + slot, cutlass.Int32(0))  # ready for the next launch
             cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.consumer_threads)
             part = self.partial_view(mPartials, slot, accumulators)
-            for v in cutlass.range_constexpr(cute.size(accumulators)):
+            for v in cutlass.range(cute.size(accumulators), unroll_full=True):
                 accumulators[v] = accumulators[v] + part[v]
 
     @cute.kernel
