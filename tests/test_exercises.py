@@ -15,6 +15,7 @@ def _wrong(check, *args, match=None):
 # ---- chapter 0 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 def test_layout_table_is_cutes_evaluation():
     t = cute_basics.layout_table(((2, 2), (2, 4)), ((1, 4), (2, 8)))
     assert t["text"] == "((2,2),(2,4)):((1,4),(2,8))" and t["size"] == 32 and t["cosize"] == 32
@@ -23,6 +24,7 @@ def test_layout_table_is_cutes_evaluation():
             assert t["offsets"][i][j] == (i % 2) + 4 * (i // 2) + 2 * (j % 2) + 8 * (j // 2)
 
 
+@pytest.mark.compile
 def test_tiling_views_and_static_values():
     v = cute_basics.tiling_views(8, 12, (4, 4), (1, 2))
     assert v["local_tile_coords"][0][0] == (4, 8)
@@ -31,17 +33,20 @@ def test_tiling_views_and_static_values():
     assert f["is_static((tile, 4))"] and not f["is_static((tile, n))"]
 
 
+@pytest.mark.compile
 def test_compile_tiny_for_both_targets():
     for target in ("sm_90a", "sm_100a"):
         ptx = cute_basics.compile_tiny(target)
         assert f".target {target}" in ptx and "fma.rn.f32" in ptx
 
 
+@pytest.mark.compile
 def test_atoms_describe_the_course_wgmma():
     a = cute_basics.atoms()
     assert "(64,256,16)" in a["wgmma_64x256x16"] and "bf16" in a["copy_128b"]
 
 
+@pytest.mark.compile
 def test_column_major_and_offset_checks():
     assert "right" in exercises.check_column_major_stride((1, 4))
     _wrong(exercises.check_column_major_stride, (8, 1), match="column-major")
@@ -50,6 +55,7 @@ def test_column_major_and_offset_checks():
     _wrong(exercises.check_offset, ((2, 2), (2, 4)), ((1, 4), (2, 8)), (3, 5), 29)
 
 
+@pytest.mark.compile
 def test_attempt_handles_unanswered_right_and_wrong(capsys):
     assert exercises.attempt(exercises.check_column_major_stride, ...) is None
     assert exercises.attempt(exercises.check_column_major_stride, (1, 4)) is True
@@ -61,6 +67,7 @@ def test_attempt_handles_unanswered_right_and_wrong(capsys):
 # ---- chapter 1 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
 def test_naive_loop_has_two_loads_per_fma(target):
     loop = exercises.naive_hot_loop(target)
@@ -69,6 +76,7 @@ def test_naive_loop_has_two_loads_per_fma(target):
     _wrong(exercises.check_naive_loads_per_fma, 1, target)
 
 
+@pytest.mark.fast
 def test_gemm_intensity_check():
     m, n, k = 8192, 8192, 1024
     assert "right" in exercises.check_gemm_intensity(m, n, k, 2 * m * n * k / (2 * (m * k + n * k + m * n)))
@@ -78,12 +86,14 @@ def test_gemm_intensity_check():
 # ---- chapter 2 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("tile_k", [32, 64])
 def test_mma_per_k_tile_is_read_from_the_ptx(tile_k):
     assert "right" in exercises.check_mma_per_k_tile(tile_k, tile_k // 16)
     _wrong(exercises.check_mma_per_k_tile, tile_k, tile_k // 8)
 
 
+@pytest.mark.compile
 def test_wgmma_accumulator_ownership_is_the_fragment_pattern():
     owners = cute_basics.wgmma_accumulator_owners("sm90/2")
     thread = owners["thread"]
@@ -97,11 +107,13 @@ def test_wgmma_accumulator_ownership_is_the_fragment_pattern():
     assert sorted(counts) == list(range(128)) and set(counts.values()) == {128}
 
 
+@pytest.mark.compile
 def test_accumulator_owner_check():
     assert "thread 38" in exercises.check_accumulator_owner(25, 13, 38)
     _wrong(exercises.check_accumulator_owner, 25, 13, 5, match="Hint")
 
 
+@pytest.mark.compile
 def test_stage_bytes_from_the_kernels_layouts():
     for step in ("sm90/2", "sm100/2"):
         assert cute_basics.stage_bytes(step) == 2 * (64 + 256) * 64
@@ -110,6 +122,7 @@ def test_stage_bytes_from_the_kernels_layouts():
 # ---- chapter 3 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 def test_swizzled_chunk_check():
     for row in range(16):
         for chunk in range(8):
@@ -117,6 +130,7 @@ def test_swizzled_chunk_check():
     _wrong(exercises.check_swizzled_chunk, 13, 3, 3, match="XOR")
 
 
+@pytest.mark.compile
 def test_wavefronts_check_agrees_with_the_bank_model():
     for layout in ("row-major", "sm90/2", "sm90/3"):
         for pattern in sim.PATTERNS:
@@ -125,6 +139,7 @@ def test_wavefronts_check_agrees_with_the_bank_model():
             _wrong(exercises.check_wavefronts, layout, pattern, n + 1)
 
 
+@pytest.mark.compile
 def test_attempt_passes_options_to_the_check(capsys):
     assert exercises.attempt(exercises.check_ctas_per_sm, "sm90/5", ..., tile_m=64) is None
     assert exercises.attempt(exercises.check_ctas_per_sm, "sm90/5", 3, tile_m=64) is True
@@ -133,6 +148,7 @@ def test_attempt_passes_options_to_the_check(capsys):
 # ---- chapters 4-10: facts from the Hopper steps' own objects ------------------------------------
 
 
+@pytest.mark.compile
 def test_kernel_objects_read_the_traced_host_objects():
     four = exercises.kernel_objects("sm90/4")
     assert four["tile"] == (64, 256, 64) and four["threads"] == 128 and four["cluster"] == (1, 1)
@@ -147,6 +163,7 @@ def test_kernel_objects_read_the_traced_host_objects():
 # ---- chapter 4 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 def test_tma_stores_and_staging_bytes_checks():
     assert "4 TMA stores" in exercises.check_tma_stores(64, 4)
     _wrong(exercises.check_tma_stores, 64, 8, match="Hint")
@@ -158,6 +175,7 @@ def test_tma_stores_and_staging_bytes_checks():
 # ---- chapter 5 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.compile
 def test_ctas_per_sm_check_compiles_and_counts():
     assert "limited by registers" in exercises.check_ctas_per_sm("sm90/4", 3)
     assert "1 CTA(s)" in exercises.check_ctas_per_sm("sm90/5", 1)
@@ -166,6 +184,7 @@ def test_ctas_per_sm_check_compiles_and_counts():
     _wrong(exercises.check_ctas_per_sm, "sm90/5", 2, match="65536")
 
 
+@pytest.mark.compile
 def test_b_bytes_per_cta_check():
     assert "16384 B" in exercises.check_b_bytes_per_cta(2, 256 * 64 * 2 // 2)
     assert "no multicast" in exercises.check_b_bytes_per_cta(1, 256 * 64 * 2)
@@ -175,6 +194,7 @@ def test_b_bytes_per_cta_check():
 # ---- chapter 6 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_max_stages_and_register_split_checks():
     assert "4 stages" in exercises.check_max_stages(256, 4)
     assert "6 stages" in exercises.check_max_stages(128, 6)
@@ -190,6 +210,7 @@ def test_max_stages_and_register_split_checks():
 # ---- chapter 7 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_grid_ctas_check_uses_the_steps_grid():
     assert "256 CTAs" in exercises.check_grid_ctas(2, 4096, 256)
     assert "128 CTAs" in exercises.check_grid_ctas(4, 4096, 128)
@@ -199,6 +220,7 @@ def test_grid_ctas_check_uses_the_steps_grid():
 # ---- chapter 8 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_persistent_schedule_checks():
     sched = exercises.step_schedule("sm90/8", 4096, 4096)
     assert sched["tiles"] == 256 and sched["clusters"] == 66 and sched["waves"] == 4
@@ -210,6 +232,7 @@ def test_persistent_schedule_checks():
     _wrong(exercises.check_idle_clusters, 4096, 0, match="remainder")
 
 
+@pytest.mark.fast
 def test_later_steps_schedule_every_tile_once_in_their_order():
     from gemm_course import tile_order
 
@@ -223,6 +246,7 @@ def test_later_steps_schedule_every_tile_once_in_their_order():
 # ---- chapter 9 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_wave_panels_check():
     assert "3 A panels and 32 B panels" in exercises.check_wave_panels("row", 32, 32, 3, 32)
     assert "8 A panels and 9 B panels" in exercises.check_wave_panels("grouped", 32, 32, 8, 9)
@@ -232,6 +256,7 @@ def test_wave_panels_check():
 # ---- chapter 10 ---------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_gilbert_tile_check():
     from gemm_course import tile_order
 
@@ -240,6 +265,7 @@ def test_gilbert_tile_check():
     _wrong(exercises.check_gilbert_tile, 16, 16, 5, (0, 5), match="Hint")
 
 
+@pytest.mark.fast
 def test_sweep_geomean_check_reads_the_newest_sweep(tmp_path):
     import dataclasses
     import math
@@ -262,6 +288,7 @@ def test_sweep_geomean_check_reads_the_newest_sweep(tmp_path):
 # ---- the Blackwell halves: right code passes, wrong code fails with a hint ------------------------
 
 
+@pytest.mark.compile
 def test_blackwell_code_exercises_accept_right_code_and_refuse_wrong_code():
     from cutlass.cute.nvgpu import tcgen05
 
@@ -291,3 +318,34 @@ def test_blackwell_code_exercises_accept_right_code_and_refuse_wrong_code():
 
     assert "//" in exercises.check_clc_decode(lambda x, cm: x // cm)
     _wrong(exercises.check_clc_decode, lambda x, cm: x // 2, match="cluster_m")
+
+
+# ---- chapter 11 ---------------------------------------------------------------------------------
+
+
+@pytest.mark.fast
+def test_tail_share_check_uses_the_final_steps_schedule():
+    assert "34 tail tiles" in exercises.check_tail_share(8192, 34, 66)
+    _wrong(exercises.check_tail_share, 8192, 33, 66, match="remainder")
+    _wrong(exercises.check_tail_share, 8192, 34, 65, match="rounded-up")
+    _wrong(exercises.check_tail_share, 4096, 58, 8, match="not split")
+
+
+@pytest.mark.fast
+def test_gpc_places_check_takes_a_function():
+    from gemm_course import placement
+
+    def by_gpc(gpc_of):
+        order = sorted(range(len(gpc_of)), key=lambda c: (gpc_of[c], c))
+        return [order.index(c) for c in range(len(gpc_of))]
+
+    assert "right" in exercises.check_gpc_places(by_gpc)
+    # the course's own rule (GPCs in order of first appearance) passes too
+    assert "right" in exercises.check_gpc_places(
+        lambda g: placement.order_from_placement(list(range(len(g))), dict(enumerate(g))))
+    _wrong(exercises.check_gpc_places, lambda g: list(range(len(g))), match="consecutive")
+    _wrong(exercises.check_gpc_places, lambda g: [0] * len(g), match="each once")
+    _wrong(exercises.check_gpc_places, lambda g: ..., match="nothing yet")
+    probe = {"sms": 8, "runs": [{"cluster": 2, "ctas": 8, "smid": [0, 1, 4, 5, 2, 3, 6, 7]},
+                                {"cluster": 8, "ctas": 8, "smid": [0, 1, 2, 3, 4, 5, 6, 7]}]}
+    assert "the recorded probe among them" in exercises.check_gpc_places(by_gpc, probe)

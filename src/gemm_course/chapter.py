@@ -22,7 +22,9 @@ from IPython.display import Markdown, display
 
 from . import arch, bench, ladder, viz
 
-TENSOR_CORE_STEPS = range(3, 11)  # the bars of chapters 4-10: steps 3-10 (chapter 3 shows steps 1-3)
+# the bars of chapters 4-11: steps 3-11 (chapter 3 shows steps 1-3); an architecture draws the steps
+# it has (Blackwell's ladder ends at step 10, Hopper's at step 11)
+TENSOR_CORE_STEPS = range(3, 12)
 GPU_NAMES = {"sm90": "Hopper GPU (sm_90a)", "sm100": "Blackwell GPU (sm_100a)"}
 
 
@@ -71,8 +73,9 @@ def introduce(key, parent) -> tuple:
 
 def step_bars(records: Sequence[dict], numbers: Sequence[int], arch: str = "sm90", size: int = 4096,
               live: Optional[Sequence[dict]] = None):
-    """The newest record of each tensor-core step (3-10) at ``size``^3 on a linear scale, the
-    chapter's steps ``numbers`` outlined (:func:`gemm_course.viz.ladder_bars`)."""
+    """The newest record of each tensor-core step of ``arch`` (:data:`TENSOR_CORE_STEPS`) at
+    ``size``^3 on a linear scale, the chapter's steps ``numbers`` outlined
+    (:func:`gemm_course.viz.ladder_bars`)."""
     return viz.ladder_bars(records, arch=arch, shape=(size, size, size), highlight=tuple(numbers), log=False,
                            numbers=TENSOR_CORE_STEPS, live=live)
 

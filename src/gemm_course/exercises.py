@@ -12,7 +12,8 @@ Chapter 6: :func:`check_max_stages`, :func:`check_consumer_registers`
 Chapter 7: :func:`check_grid_ctas`
 Chapter 8: :func:`check_persistent_tiles`, :func:`check_idle_clusters`
 Chapter 9: :func:`check_wave_panels`
-Chapter 10: :func:`check_gilbert_tile`, :func:`check_sweep_geomean`
+Chapter 10: :func:`check_gilbert_tile`
+Chapter 11: :func:`check_tail_share`, :func:`check_gpc_places` (write the function), :func:`check_sweep_geomean`
 
 Helpers the chapters share with their checks: :func:`kernel_objects` (facts read from a step's
 traced host objects), :func:`occupancy_of` (CTAs per SM of a compiled step), :func:`problem_shape`,
@@ -195,7 +196,7 @@ def check_wavefronts(layout: str, pattern: str, wavefronts: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# chapters 4-10: facts read from the Hopper steps' own objects
+# chapters 4-11: facts read from the Hopper steps' own objects
 # ---------------------------------------------------------------------------------------------
 
 
@@ -462,6 +463,79 @@ def check_gilbert_tile(tiles_m: int, tiles_n: int, index: int, tile) -> str:
         "draw it with viz.tile_orders and count."
     )
     return f"right: index {index} of the {tiles_m} x {tiles_n} Gilbert order is tile {actual}"
+
+
+# ---- chapter 11 ---------------------------------------------------------------------------------
+
+
+def check_tail_share(size: int, tail_tiles: int, k_tiles: int, step: str = "sm90/11") -> str:
+    """In a size^3 GEMM, how many cluster-tiles does the last partial wave hold, and how many of
+    their K tiles does the busiest cluster run once the tail is split? The step's own grid and
+    :func:`gemm_course.schedule.plan` decide."""
+    from . import ladder, schedule
+
+    s = ladder.get(step)
+    gemm = s.load().Gemm(s.default)
+    shape = problem_shape(size, size)
+    clusters_m, clusters_n = gemm.cluster_grid(shape)
+    tiles, k = clusters_m * clusters_n, size // gemm.tile_mnk[2]
+    clusters = gemm.launched_clusters(shape, shape)  # A is size x size too: shape[1] is K
+    whole, tail, _, _, _ = schedule.split_tail(tiles, clusters, k)
+    assert tail > 0, f"at {size}^3 the tail is not split ({tiles} cluster-tiles over {clusters} clusters); try 8192"
+    busiest = max(sum(e - b for index, b, e in units if index >= whole) for units in schedule.plan(tiles, clusters, k))
+    assert tail_tiles == tail, (
+        f"not {tail_tiles} tail tiles. Hint: {tiles} cluster-tiles over {clusters} clusters; the tail is what the "
+        "full waves leave over (a remainder)."
+    )
+    assert k_tiles == busiest, (
+        f"{tail_tiles} tail tiles is right, but not {k_tiles} K tiles. Hint: the tail's {tail} x {k} K tiles are cut "
+        f"into {clusters} nearly equal runs; the busiest gets the rounded-up share."
+    )
+    return (f"right: {tail} tail tiles; split over {clusters} clusters, the busiest runs {busiest} of their "
+            f"{tail * k} K tiles instead of a whole tile's {k}")
+
+
+def _placements(record: Optional[dict]) -> list:
+    """Made-up placements of a grid's clusters (cluster index -> GPC), and the recorded one if any."""
+    import random
+
+    rng = random.Random(0)
+    cases = [[c % 8 for c in range(66)],  # dealt out to 8 GPCs in turn, as on the H200
+             [0] * 12,  # one GPC
+             list(range(10)),  # every cluster its own GPC
+             [7, 3, 7, 3, 5, 7, 3, 5],  # ids that are neither 0.. nor in order
+             [rng.randrange(6) for _ in range(40)]]
+    if record is not None:
+        from . import placement
+
+        p = placement.from_probe_record(record)
+        cases.insert(0, [p["groups"][sm] for sm in p["cluster_sms"]])
+    return cases
+
+
+def check_gpc_places(fn, record: Optional[dict] = None) -> str:
+    """Write ``fn(gpc_of)``: ``gpc_of[c]`` is the GPC that cluster ``c`` of the grid landed in; return
+    ``places``, where ``places[c]`` is cluster c's place in a wave, so that the places are a
+    permutation of ``range(len(gpc_of))`` and each GPC's clusters take consecutive places (step
+    11's host code does it with ``placement.order_from_placement``). Checked on made-up placements
+    and on ``record``, a placement probe record (``python -m gemm_course.placement``), if given."""
+    for gpc_of in _placements(record):
+        places = fn(list(gpc_of))
+        assert places is not ... and places is not None, "your function returns nothing yet: write its body"
+        places, n = list(places), len(gpc_of)
+        assert sorted(places) == list(range(n)), (
+            f"for {n} clusters the places must be 0 .. {n - 1}, each once; got {places[:12]}"
+            f"{' ...' if n > 12 else ''}. Hint: sort the cluster indices by GPC and number them in that order."
+        )
+        for g in set(gpc_of):
+            mine = sorted(places[c] for c, h in enumerate(gpc_of) if h == g)
+            assert mine == list(range(mine[0], mine[0] + len(mine))), (
+                f"the clusters of GPC {g} take places {mine[:10]}{' ...' if len(mine) > 10 else ''}, not consecutive "
+                f"ones (gpc_of = {gpc_of[:12]}{' ...' if n > 12 else ''}). Hint: a place is a rank in the order "
+                "(GPC, cluster index)."
+            )
+    return (f"right: on {len(_placements(record))} placements{' (the recorded probe among them)' if record else ''} "
+            "each GPC's clusters take consecutive places, and every cluster one place")
 
 
 def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:
