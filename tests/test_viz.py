@@ -325,6 +325,10 @@ def test_sweep_ratios_draw_the_newest_sweep(tmp_path):
     assert "Synthetic GPU" in fig.caption
     empty = viz.sweep_ratios(write_runs(tmp_path / "none", {}), "sm90/10")
     assert "No sweep" in empty.caption
+    with_peer = [dict(r, peers={"triton": {"ratio_to_cublas": v}}) for r, v in zip(new, (0.7, 0.8))]
+    fig = viz.sweep_ratios(write_runs(tmp_path / "peer", {"peer_sweep": with_peer}), "sm90/10")
+    assert sorted(round(y, 6) for y in fig.axes[0].collections[-1].get_offsets()[:, 1]) == [0.7, 0.8]
+    assert any("Triton" in t.get_text() and "0.748" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
 
 
 @pytest.mark.fast

@@ -9,6 +9,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..records import geomean, latest_per_step, latest_sweep, provenance, run_of, shape_of
@@ -220,16 +221,24 @@ def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
     g = geomean(ratios)
     ax.axhline(1.0, color=CUBLAS, linewidth=1.5)
     ax.axhline(g, color="black", linestyle="--", linewidth=1.2)
+    handles = [Patch(color="#4c72b0", label="square"), Patch(color="#55a868", label="LLM-like (M=8192)"),
+               Patch(color=CUBLAS, label="cuBLAS = 1"),
+               Patch(facecolor="none", edgecolor="black", linestyle="--", label=f"geometric mean {g:.3f}")]
+    triton = [(r.get("peers") or {}).get("triton", {}).get("ratio_to_cublas") for r in sweep]
+    if all(t is not None for t in triton):  # the course's Triton matmul, timed in the same rounds
+        ax.scatter(x, triton, marker="x", color="#8172b2", s=36, zorder=3)
+        handles.append(Line2D([], [], marker="x", linestyle="none", color="#8172b2",
+                              label=f"Triton (course's), geomean {geomean(triton):.3f}"))
+        ratios_shown = ratios + triton
+    else:
+        ratios_shown = ratios
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7.5)
-    low = min(ratios + [g])
-    ax.set_ylim(max(0.0, low - 0.04), max(ratios + [1.0]) + 0.03)
+    low = min(ratios_shown + [g])
+    ax.set_ylim(max(0.0, low - 0.04), max(ratios_shown + [1.0]) + 0.03)
     ax.set_ylabel("TFLOP/s / cuBLAS TFLOP/s (same run)")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(handles=[Patch(color="#4c72b0", label="square"), Patch(color="#55a868", label="LLM-like (M=8192)"),
-                       Patch(color=CUBLAS, label="cuBLAS = 1"),
-                       Patch(facecolor="none", edgecolor="black", linestyle="--", label=f"geometric mean {g:.3f}")],
-              fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(f"{step} against cuBLAS on {len(sweep)} shapes (medians of per-launch times; the axis does not "
                  "start at 0)", fontsize=10)
     return set_caption(fig, f"{provenance(sweep[0])}. Each point: the step's median TFLOP/s over cuBLAS's median "
