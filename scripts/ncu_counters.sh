@@ -20,3 +20,4 @@ for shape in $shapes; do
     python3 scripts/profile_ncu.py $steps --size $shape --launches 4 > $out/ncu_$shape.txt 2>&1
 done
 rm -f $out/names.txt
+python3 scripts/ncu_records.py $out/ncu_*.txt --out $out   # the typed records the book reads (kind: ncu)

@@ -13,4 +13,5 @@ ncu --clock-control none --kernel-name regex:'cutlass|nvjet|gemm|xmma' --launch-
   --section SchedulerStats --section LaunchStats --metrics "gpc__cycles_elapsed.avg.per_second,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum${extra}" \
   --export "$out" -f python3 scripts/profile_ncu.py "$step" --size "$shape" > "$out.run.log" 2>&1
 ncu --import "$out.ncu-rep" --page details > "$out.details.txt" 2>&1
+python3 scripts/ncu_records.py "$out.details.txt" --out "$(dirname "$out")"   # the typed record (kind: ncu)
 ncu --import "$out.ncu-rep" --page raw --csv > "$out.raw.csv" 2>&1

@@ -72,21 +72,3 @@ def test_probe_record_and_figure():
     for c in known:
         assert gpc_colours.setdefault(p["groups"][cluster_sms[c]], colour[c]) == colour[c]
     assert len(set(gpc_colours.values())) == min(len(gpc_colours), 9)
-
-
-def test_coalescer_counters_read_an_ncu_log():
-    log = """==PROF== header
-  kernel_cutlass_kernel_gemm_coursekernelssm90step10_gilbertGemm_object_at (132, 1, 1)x(384, 1, 1)
-    Section: Command line profiler metrics
-    dram__bytes_read.sum                                     Gbyte         2.74
-    lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum   sector   57,178,656
-    lts__t_sectors_srcunit_tex_op_read.sum                  sector   406,194,098
-  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT (2, 66, 1)x(384, 1, 1)
-    dram__bytes_read.sum                                     Mbyte       148.87
-    lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum   sector    7,264,688
-    lts__t_sectors_srcunit_tex_op_read.sum                  sector   26,082,696
-"""
-    (k1, v1), (k2, v2) = placement.coalescer_counters(log)
-    assert k1 == "step10" and k2 == "nvjet (cuBLAS)"
-    assert v1 == {"merged": 57178656, "l2_lookups": 406194098, "dram": 2.74e9}
-    assert v2["dram"] == 148.87e6

@@ -190,24 +190,20 @@ def test_ab_changes_and_table_read_an_ab_run(tmp_path):
     assert records.ab_table([("absent", "new", "old")], where).startswith("No A/B run")
 
 
-def test_ncu_utilization_reads_the_speed_of_light_lines():
-    log = """==PROF== header
-  kernel_cutlass_kernel_gemm_coursekernelssm90step11_beyond_the_seedGemm_object_at_x (132, 1, 1)x(384, 1, 1), Context 1
-    Section: GPU Speed Of Light Throughput
-    Elapsed Cycles                cycle      200,000
-    SM Active Cycles              cycle   190,000.50
-    OPT   Tensor is the highest-utilized pipeline (91.5%) based on elapsed cycles in the workload
-  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT (2, 66, 1)x(384, 1, 1), Context 1
-    Elapsed Cycles                cycle      210,000
-    SM Active Cycles              cycle      200,000
-    OPT   Shared is the highest-utilized pipeline (90.0%) based on elapsed cycles in the workload
-  some_other_kernel (1, 1, 1)x(32, 1, 1)
-    Duration                      us            1
-"""
-    got = records.ncu_utilization(log)
-    assert [k for k, _ in got] == ["step11", "nvjet (cuBLAS)"]
-    assert got[0][1] == {"elapsed": 200000.0, "active": 190000.5, "pipe": "Tensor", "pipe_percent": 91.5}
-    assert got[1][1]["pipe"] == "Shared"
+def test_ncu_readers_take_the_typed_records():
+    """The chapters read Nsight Compute results as ``kind: ncu`` records, never the text logs."""
+    from gemm_course import bench, records
+
+    recs = bench.load_records(kind="ncu")
+    lrc = records.ncu_runs(recs, "ncu_lrc_gpc_order_8192x4096x28672")
+    assert len(lrc) == 1
+    (k1, v1), (k2, v2), (k3, v3) = records.coalescer_counters(lrc[0])
+    assert (k1, k2, k3) == ("step10", "step10", "nvjet (cuBLAS)")
+    assert v2["merged"] > v1["merged"] and v3["merged"] > v2["merged"]  # the GPC order merges more; cuBLAS most
+    sol = records.ncu_runs(recs, "ncu_sm90-10_cublas_4096_final")
+    (kernel, u), (cublas, uc) = records.ncu_utilization(sol[0])
+    assert kernel == "step10" and cublas == "nvjet (cuBLAS)" and 0.5 < u["active"] / u["elapsed"] <= 1
+    assert records.ncu_utilization({"kernels": [{"kernel": "x", "metrics": {}}]}) == []
 
 
 def test_roofline_points_come_from_the_newest_records():

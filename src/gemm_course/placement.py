@@ -78,29 +78,6 @@ COALESCER_METRICS = {
 }
 
 
-def coalescer_counters(text: str) -> list:
-    """[(kernel, {merged, l2_lookups: sectors; dram: bytes}), ...] from an ncu log of ncu_counters.sh."""
-    import re
-
-    scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 1}
-    out = []
-    for block in re.split(r"\n  (?=\S)", text)[1:]:
-        name = block.split()[0]
-        values = {}
-        for key, metric in COALESCER_METRICS.items():
-            m = re.search(re.escape(metric) + r"\s+(\w+)\s+([\d,.]+)", block)
-            if m:
-                values[key] = float(m.group(2).replace(",", "")) * scale.get(m.group(1), 1)
-        if len(values) == len(COALESCER_METRICS):
-            step = re.search(r"sm90(step\d+)_", name)
-            if step:
-                name = step.group(1)
-            elif name.startswith("nvjet"):
-                name = "nvjet (cuBLAS)"
-            out.append((name, values))
-    return out
-
-
 # ---- the probes (GPU only) -------------------------------------------------------------------
 
 
@@ -160,15 +137,17 @@ def cluster_order(cluster_size: int, clusters: int) -> tuple:
 
 
 def main(argv=None):
-    """``python -m gemm_course.placement OUT.json``: the probes' raw SM ids, for the record."""
+    """``python -m gemm_course.placement [--out DIR]``: the probes' raw SM ids as a record of kind
+    ``placement`` (``results/<gpu>/<date>_placement.json`` unless ``--out``)."""
     import argparse
     import datetime
-    import json
 
     import torch
 
+    from . import bench
+
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("out")
+    parser.add_argument("--out", default=None, help="folder for the record (default results/<gpu>/)")
     parser.add_argument("--cluster", type=int, nargs="+", default=[2, 4, 8, 16])
     args = parser.parse_args(argv)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
@@ -179,11 +158,10 @@ def main(argv=None):
                 runs.append({"cluster": size, "ctas": ctas, "smid": probe(size, ctas)})
             except Exception as e:  # a cluster size this GPU cannot launch
                 print(f"clusters of {size}: {type(e).__name__}: {str(e)[:200]}")
-    record = {"gpu": torch.cuda.get_device_name(), "sms": sms, "torch": torch.__version__,
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "runs": runs}
-    with open(args.out, "w") as f:
-        json.dump(record, f)
-    print(f"wrote {args.out}")
+    record = {"schema": 1, "kind": "placement", "gpu": torch.cuda.get_device_name(), "sms": sms, "torch": torch.__version__,
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "runs": runs,
+              "command": "python3 -m gemm_course.placement"}
+    print("wrote", bench.write_records([record], "placement", args.out))
 
 
 if __name__ == "__main__":

@@ -368,29 +368,39 @@ def ab_table(runs: Sequence[tuple], results_dir: Optional[str] = None) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def ncu_kernel_name(name: str) -> str:
-    """A short name for a kernel of an ncu log: the course's ``stepNN`` (the step's module as it
-    was named when the log was written), ``nvjet (cuBLAS)``, or the name itself."""
-    import re
-
-    step = re.search(r"sm90(step\d+)_", name)
-    return step.group(1) if step else "nvjet (cuBLAS)" if name.startswith("nvjet") else name
+def ncu_runs(records: Sequence[dict], source: str = "") -> list:
+    """The ``kind: ncu`` records (``scripts/ncu_records.py``) whose source log's name contains
+    ``source``, oldest first."""
+    return sorted((r for r in records if r.get("kind") == "ncu" and source in r.get("source_log", "")),
+                  key=lambda r: (r.get("date", ""), r.get("source_log", "")))
 
 
-def ncu_utilization(text: str) -> list:
-    """``[(kernel, {elapsed, active, pipe, pipe_percent}), ...]`` from an Nsight Compute log with the
-    speed-of-light sections (``scripts/profile_ncu.py``): elapsed and SM active cycles, and the
-    busiest pipeline with its share of elapsed cycles, per profiled kernel (:func:`ncu_kernel_name`).
-    Kernels without those lines are left out."""
-    import re
+def ncu_metric(kernel: dict, name: str) -> Optional[float]:
+    """A kernel's metric in base units (bytes, sectors, cycles), or None when the run did not collect it."""
+    value = kernel.get("metrics", {}).get(name)
+    return None if value is None else value[0]
+
+
+def ncu_utilization(record: dict) -> list:
+    """``[(kernel, {elapsed, active, pipe, pipe_percent}), ...]`` for the kernels of an ncu record
+    that has the speed-of-light sections (``scripts/profile_ncu.py``)."""
+    out = []
+    for k in record.get("kernels", []):
+        elapsed, active = ncu_metric(k, "Elapsed Cycles"), ncu_metric(k, "SM Active Cycles")
+        if elapsed and active and k.get("busiest_pipe"):
+            out.append((k["kernel"], {"elapsed": elapsed, "active": active, "pipe": k["busiest_pipe"]["pipe"],
+                                      "pipe_percent": k["busiest_pipe"]["percent_of_elapsed"]}))
+    return out
+
+
+def coalescer_counters(record: dict) -> list:
+    """``[(kernel, {merged, l2_lookups: sectors; dram: bytes}), ...]`` for the kernels of an ncu record
+    of ``scripts/ncu_counters.sh`` that collected the L2 request coalescer's counters."""
+    from .placement import COALESCER_METRICS
 
     out = []
-    for block in re.split(r"\n  (?=\S)", text)[1:]:
-        elapsed = re.search(r"Elapsed Cycles\s+cycle\s+([\d,.]+)", block)
-        active = re.search(r"SM Active Cycles\s+cycle\s+([\d,.]+)", block)
-        pipe = re.search(r"(\w+) is the highest-utilized pipeline \(([\d.]+)%\)", block)
-        if elapsed and active and pipe:
-            out.append((ncu_kernel_name(block.split()[0]), {
-                "elapsed": float(elapsed.group(1).replace(",", "")), "active": float(active.group(1).replace(",", "")),
-                "pipe": pipe.group(1), "pipe_percent": float(pipe.group(2))}))
+    for k in record.get("kernels", []):
+        values = {key: ncu_metric(k, metric) for key, metric in COALESCER_METRICS.items()}
+        if all(v is not None for v in values.values()):
+            out.append((k["kernel"], values))
     return out
