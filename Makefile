@@ -9,6 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 CPU_TORCH := torch==2.13.0
 # myst-nb's jupyter-cache for this book (its default place, next to _build/html)
 NB_CACHE  := _build/.jupyter_cache
+COMPILE_CACHE := $(CURDIR)/.cache/compile
 
 .PHONY: setup test test-fast test-gpu book notebooks vendor browser clean b200
 
@@ -27,11 +28,13 @@ setup: $(STAMP)
 # in the book's jupyter-cache, where the book build finds it (scripts/chapter_notebooks.py); the
 # other pages run in the build. tests/test_book.py then checks the book (warning-clean, the chapters
 # from nbval's runs, every page in headless Chromium, nothing loaded from the network).
+# The kernels compiled for the chapters (on fake operands) are kept in $(COMPILE_CACHE) for the
+# tests that compile them again in later processes (arch.compile_step; keyed by the package's sources).
 test: $(STAMP) vendor browser notebooks
-	rm -rf $(NB_CACHE)
-	$(BIN)/python -m pytest -q notebooks --nbval-lax --nbval-cell-timeout=600 --nb-cache=$(NB_CACHE)
+	rm -rf $(NB_CACHE) $(COMPILE_CACHE)
+	GEMM_COURSE_COMPILE_CACHE=$(COMPILE_CACHE) $(BIN)/python -m pytest -q notebooks --nbval-lax --nbval-cell-timeout=600 --nb-cache=$(NB_CACHE)
 	$(BUILD_BOOK)
-	GEMM_COURSE_CHAPTERS_RAN=nbval $(BIN)/python -m pytest -q tests
+	GEMM_COURSE_COMPILE_CACHE=$(COMPILE_CACHE) GEMM_COURSE_CHAPTERS_RAN=nbval $(BIN)/python -m pytest -q tests
 
 # The pure-Python tests only (pytest -m fast: no kernel compiled, no book needed; under a minute).
 test-fast: $(STAMP)

@@ -258,6 +258,10 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
     with _lock:
         if key in _cache:
             return _cache[key]
+        disk = _disk_path(step, config, target, shape_class) if operands is None else None
+        if disk and os.path.exists(disk + ".json"):
+            _cache[key] = _load_artifacts(disk, step.key, config, target, shape_class)
+            return _cache[key]
         module = step.load()
         gemm = module.Gemm(config)
         if operands is None:
@@ -277,7 +281,60 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
         smem = getattr(gemm, "smem_bytes", None)
         art = Artifacts(step.key, config, target, shape_class, ptx, cubin, compiled, seconds, smem)
         _cache[key] = art
+        if disk:
+            _store_artifacts(disk, art)
         return art
+
+
+# An optional cache of fake-operand compiles on disk, shared by the processes of one run (`make test`
+# runs the chapters, then the tests, in separate processes). Off unless GEMM_COURSE_COMPILE_CACHE
+# names a folder; keyed by every source file of the package, so an edit never reads a stale entry.
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    import hashlib
+
+    import cutlass
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256(getattr(cutlass, "__version__", "").encode())
+    for folder, _, files in sorted(os.walk(root)):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            with open(os.path.join(folder, name), "rb") as f:
+                digest.update(name.encode() + f.read())
+    return digest.hexdigest()
+
+
+def _disk_path(step, config, target, shape_class) -> Optional[str]:
+    import hashlib
+
+    folder = os.environ.get("GEMM_COURSE_COMPILE_CACHE")
+    if not folder:
+        return None
+    what = repr((_source_digest(), step.key, step.module_name, config, target, shape_class, machine()))
+    return os.path.join(folder, hashlib.sha256(what.encode()).hexdigest())
+
+
+def _store_artifacts(path: str, art: Artifacts) -> None:
+    import json
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".cubin", "wb") as f:
+        f.write(art.cubin)
+    with open(path + ".json.tmp", "w") as f:
+        json.dump({"ptx": art.ptx, "seconds": art.seconds, "dynamic_smem": art.dynamic_smem}, f)
+    os.replace(path + ".json.tmp", path + ".json")  # complete entries only, for concurrent readers
+
+
+def _load_artifacts(path: str, key, config, target, shape_class) -> Artifacts:
+    import json
+
+    with open(path + ".json") as f:
+        meta = json.load(f)
+    with open(path + ".cubin", "rb") as f:
+        cubin = f.read()
+    return Artifacts(key, config, target, shape_class, meta["ptx"], cubin, None, meta["seconds"], meta["dynamic_smem"])
 
 
 def _artifact(value, binary: bool):
