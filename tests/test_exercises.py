@@ -349,3 +349,17 @@ def test_gpc_places_check_takes_a_function():
     probe = {"sms": 8, "runs": [{"cluster": 2, "ctas": 8, "smid": [0, 1, 4, 5, 2, 3, 6, 7]},
                                 {"cluster": 8, "ctas": 8, "smid": [0, 1, 2, 3, 4, 5, 6, 7]}]}
     assert "the recorded probe among them" in exercises.check_gpc_places(by_gpc, probe)
+
+
+@pytest.mark.compile
+def test_code_exercises_of_chapters_2_3_9_10():
+    from gemm_course import tile_order
+
+    assert "right" in exercises.check_stage_bytes(lambda m, n, k: (m + n) * k * 2)
+    _wrong(exercises.check_stage_bytes, lambda m, n, k: (m + n) * k, match="2 bytes per bf16")
+    assert "right" in exercises.check_swizzle(lambda r, c: c ^ (r % 8))
+    _wrong(exercises.check_swizzle, lambda r, c: c ^ r, match="XORs")
+    assert "right" in exercises.check_grouped_order(tile_order.grouped_tile)
+    _wrong(exercises.check_grouped_order, lambda i, tm, tn, g: divmod(i, tn), match="column by column")
+    assert "right" in exercises.check_wave_footprint(lambda o, w: (len({m for m, _ in o[:w]}), len({n for _, n in o[:w]})))
+    _wrong(exercises.check_wave_footprint, lambda o, w: (w, w), match="distinct")
