@@ -215,6 +215,26 @@ class Gemm(parent.Gemm):
             two_cta_tmem_dealloc_mbar_ptr=storage.tmem_dealloc_barrier.ptr,
         )
 
+    def allocate_shared_storage(self, a_smem_layout, b_smem_layout, epi_smem_layout):
+        """Shared memory as the kernel's SharedStorage, and the A, B and staging tensors in it."""
+        storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
+        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (MMA, MMA_M, MMA_K, stages)
+        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (MMA, MMA_N, MMA_K, stages)
+        sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)  # (tile_m, epi_n, epi_stages)
+        return storage, sA, sB, sC
+
+    def accumulator_in(self, tmem, tiled_mma):
+        """The accumulator tensor at the tensor-memory address the allocation left in shared memory."""
+        return cute.make_tensor(tmem.retrieve_ptr(ACC_DTYPE), self.make_accumulator(tiled_mma).layout)
+
+    def take_tensor_memory(self, tmem, tiled_mma):
+        """The allocator warp allocates (together with the peer CTA's); everyone waits for the address;
+        this CTA allocates nothing more. Returns the accumulator."""
+        tmem.allocate(self.tmem_cols)
+        tmem.wait_for_alloc()
+        tmem.relinquish_alloc_permit()
+        return self.accumulator_in(tmem, tiled_mma)
+
     @cute.jit
     def pair_coords(self, tiled_mma):
         """(the CTA's place in the cluster as VMNK, the pair's tile (m, n), whether it leads the pair)."""
@@ -284,19 +304,12 @@ class Gemm(parent.Gemm):
             cpasync.prefetch_descriptor(tma_atom_b)
 
         # 1. shared memory, pipelines, tensor memory; barriers visible cluster-wide before any use
-        smem = cutlass.memory.SmemAllocator()
-        storage = smem.allocate(self.shared_storage)
-        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (MMA, MMA_M, MMA_K, stages)
-        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (MMA, MMA_N, MMA_K, stages)
-        sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)
+        storage, sA, sB, sC = self.allocate_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
         mainloop_pipeline = self.make_mainloop_pipeline(storage, tiled_mma)
         accumulator_pipeline = self.make_accumulator_pipeline(storage, tiled_mma, self.threads)
         tmem = self.make_tmem_allocator(storage, self.threads)
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mnk[:2], is_relaxed=True)
-        tmem.allocate(self.tmem_cols)  # warp 0 of each CTA: the pair allocates together
-        tmem.wait_for_alloc()
-        tmem.relinquish_alloc_permit()
-        tCtAcc = cute.make_tensor(tmem.retrieve_ptr(ACC_DTYPE), self.make_accumulator(tiled_mma).layout)
+        tCtAcc = self.take_tensor_memory(tmem, tiled_mma)  # warp 0 of each CTA: the pair allocates together
 
         # 2. partitions
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(

@@ -31,7 +31,6 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync, tcgen05
 
 from . import step05_cta_pair_multicast as parent
-from .step02_tcgen05_tma import ACC_DTYPE
 from .step04_tma_store import EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
 from .step05_cta_pair_multicast import SMEM_CAPACITY, smem_estimate
 
@@ -92,11 +91,7 @@ class Gemm(parent.Gemm):
             cpasync.prefetch_descriptor(tma_atom_c)
 
         # 1. shared memory and pipelines; barriers visible cluster-wide before any use
-        smem = cutlass.memory.SmemAllocator()
-        storage = smem.allocate(self.shared_storage)
-        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)  # (MMA, MMA_M, MMA_K, stages)
-        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)  # (MMA, MMA_N, MMA_K, stages)
-        sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)
+        storage, sA, sB, sC = self.allocate_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
         mainloop_pipeline = self.make_mainloop_pipeline(storage, tiled_mma)
         accumulator_pipeline = self.make_accumulator_pipeline(storage, tiled_mma, self.epilogue_threads)
         # the MMA and epilogue warps use tensor memory; the TMA warp does not wait for it
@@ -121,7 +116,7 @@ class Gemm(parent.Gemm):
         if warp_idx == MMA_WARP:
             # 2b. MMAs (leader CTA): wait for a stage, issue its MMAs, commit it back to the loaders
             tmem.wait_for_alloc()
-            tCtAcc = cute.make_tensor(tmem.retrieve_ptr(ACC_DTYPE), self.make_accumulator(tiled_mma).layout)
+            tCtAcc = self.accumulator_in(tmem, tiled_mma)
             if is_leader:
                 tCrA = tiled_mma.make_fragment_A(sA)
                 tCrB = tiled_mma.make_fragment_B(sB)
@@ -138,10 +133,7 @@ class Gemm(parent.Gemm):
         if warp_idx < MMA_WARP:
             # 2c. epilogue: allocate tensor memory (warp 0, with the peer CTA), then store this
             #     CTA's 128 rows once the accumulator is complete
-            tmem.allocate(self.tmem_cols)
-            tmem.wait_for_alloc()
-            tmem.relinquish_alloc_permit()
-            tCtAcc = cute.make_tensor(tmem.retrieve_ptr(ACC_DTYPE), self.make_accumulator(tiled_mma).layout)
+            tCtAcc = self.take_tensor_memory(tmem, tiled_mma)
             acc_read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
             accumulator_pipeline.consumer_wait(acc_read)
             store_pipeline = self.make_store_pipeline(self.epilogue_threads)

@@ -32,7 +32,6 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync, tcgen05
 
 from . import step06_warp_specialized as parent
-from .step02_tcgen05_tma import ACC_DTYPE
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 from .step05_cta_pair_multicast import PAIR
 from .step06_warp_specialized import MMA_WARP, TMA_WARP, TMEM_FREE_BARRIER_ID
@@ -167,11 +166,7 @@ class Gemm(parent.Gemm):
             cpasync.prefetch_descriptor(tma_atom_b)
             cpasync.prefetch_descriptor(tma_atom_c)
 
-        smem = cutlass.memory.SmemAllocator()
-        storage = smem.allocate(self.shared_storage)
-        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)
-        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)
-        sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)
+        storage, sA, sB, sC = self.allocate_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
         mainloop_pipeline = self.make_mainloop_pipeline(storage, tiled_mma)
         accumulator_pipeline = self.make_accumulator_pipeline(storage, tiled_mma, self.epilogue_threads)
         tmem = self.make_tmem_allocator(storage, self.epilogue_threads + 32, allocator_warp=0)
@@ -191,7 +186,7 @@ class Gemm(parent.Gemm):
 
         if warp_idx == MMA_WARP:
             tmem.wait_for_alloc()
-            tCtAcc = cute.make_tensor(tmem.retrieve_ptr(ACC_DTYPE), self.make_accumulator(tiled_mma).layout)
+            tCtAcc = self.accumulator_in(tmem, tiled_mma)
             if is_leader:
                 tCrA = tiled_mma.make_fragment_A(sA)
                 tCrB = tiled_mma.make_fragment_B(sB)
@@ -204,10 +199,7 @@ class Gemm(parent.Gemm):
                 accumulator_pipeline.producer_tail(acc_state)  # the last accumulators were read
 
         if warp_idx < MMA_WARP:
-            tmem.allocate(self.tmem_cols)
-            tmem.wait_for_alloc()
-            tmem.relinquish_alloc_permit()
-            tCtAcc = cute.make_tensor(tmem.retrieve_ptr(ACC_DTYPE), self.make_accumulator(tiled_mma).layout)
+            tCtAcc = self.take_tensor_memory(tmem, tiled_mma)
             acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.acc_stages)
             store_pipeline = self.make_store_pipeline(self.epilogue_threads)
             for i in cutlass.range(num_tiles, unroll=1):

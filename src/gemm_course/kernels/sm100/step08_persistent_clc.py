@@ -38,7 +38,7 @@ from cutlass.cute.nvgpu import cpasync
 
 from . import step06_warp_specialized
 from . import step07_tmem_double_buffer as parent
-from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE
+from .step02_tcgen05_tma import AB_DTYPE
 from .step04_tma_store import C_DTYPE, can_implement  # noqa: F401  (same shapes as step 4)
 from .step05_cta_pair_multicast import PAIR
 from .step06_warp_specialized import EPILOGUE_WARPS, MMA_WARP, TMA_WARP, TMEM_FREE_BARRIER_ID
@@ -188,11 +188,7 @@ class Gemm(parent.Gemm):
             cpasync.prefetch_descriptor(tma_atom_b)
             cpasync.prefetch_descriptor(tma_atom_c)
 
-        smem = cutlass.memory.SmemAllocator()
-        storage = smem.allocate(self.shared_storage)
-        sA = storage.sA.get_tensor(a_smem_layout.outer, swizzle=a_smem_layout.inner)
-        sB = storage.sB.get_tensor(b_smem_layout.outer, swizzle=b_smem_layout.inner)
-        sC = storage.sC.get_tensor(epi_smem_layout.outer, swizzle=epi_smem_layout.inner)
+        storage, sA, sB, sC = self.allocate_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
         mainloop_pipeline = self.make_mainloop_pipeline(storage, tiled_mma)
         accumulator_pipeline = self.make_accumulator_pipeline(storage, tiled_mma, self.epilogue_threads)
         clc_pipeline = self.make_clc_pipeline(storage, tiled_mma)
@@ -220,7 +216,7 @@ class Gemm(parent.Gemm):
 
         if warp_idx == MMA_WARP:
             tmem.wait_for_alloc()
-            tCtAcc = cute.make_tensor(tmem.retrieve_ptr(ACC_DTYPE), self.make_accumulator(tiled_mma).layout)
+            tCtAcc = self.accumulator_in(tmem, tiled_mma)
             tCrA = tiled_mma.make_fragment_A(sA)
             tCrB = tiled_mma.make_fragment_B(sB)
             read_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -237,10 +233,7 @@ class Gemm(parent.Gemm):
                 accumulator_pipeline.producer_tail(acc_state)
 
         if warp_idx < MMA_WARP:
-            tmem.allocate(self.tmem_cols)
-            tmem.wait_for_alloc()
-            tmem.relinquish_alloc_permit()
-            tCtAcc = cute.make_tensor(tmem.retrieve_ptr(ACC_DTYPE), self.make_accumulator(tiled_mma).layout)
+            tCtAcc = self.take_tensor_memory(tmem, tiled_mma)
             acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.acc_stages)
             clc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.clc_stages)
             store_pipeline = self.make_store_pipeline(self.epilogue_threads)
