@@ -15,10 +15,12 @@
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import functools
 import html
 import http.server
+import itertools
 import json
 import os
 import re
@@ -376,6 +378,7 @@ _INSPECT = r"""
     widgetViews: views,
     widgetsRendered: rendered(),
     widgetElements: document.querySelectorAll('.jupyter-widgets, [class*="widget-"]').length,
+    staticExplorers: document.querySelectorAll('.gemm-explorer').length,
   };
 })()
 """
@@ -489,8 +492,323 @@ def _pages_that_build_widgets() -> list:
 
 
 def test_widgets_render(visits):
-    """Every page whose notebook builds widgets embeds them, and the vendored html-manager renders them all."""
+    """Every page whose notebook builds widgets embeds them, and the vendored html-manager renders them all.
+    A widget that brings a static rendering of its own (the tile explorer over its precomputed table,
+    gemm_course.widgets.explorer_html) is shown as that rendering instead (_config.yml:
+    nb_mime_priority_overrides): a page has no kernel behind a widget."""
     for page in _pages_that_build_widgets():
-        assert visits[page]["widgetViews"], f"{page}: its notebook builds widgets but the page embeds none"
+        assert visits[page]["widgetViews"] or visits[page]["staticExplorers"], \
+            f"{page}: its notebook builds widgets but the page embeds none"
     for page, v in visits.items():
         assert v["widgetsRendered"] == v["widgetViews"], f"{page}: {v['widgetsRendered']} of {v['widgetViews']} widgets rendered"
+
+
+# ---------------------------------------------------------------------------------------------
+# figures: legible at the width they are shown, inside the content column; screenshots
+# ---------------------------------------------------------------------------------------------
+
+SCREENSHOTS = ROOT / "_build" / "screenshots"  # the browser test's artefacts: look at them
+SCREENSHOT_PAGES = ("book/intro.html", "notebooks/03_swizzling.html", "book/results.html")
+MAX_SCREENSHOT_PX = 16000  # Chromium's limit on one capture is about 16384 pixels a side
+TEXT_PT = 9  # gemm_course.viz.TEXT_PT: the smallest text a figure may show
+CSS_PX_PER_IN = 96
+
+# Every figure the viz package drew (a <figure class="gemm-figure">): where it is shown and how
+# wide, against the designed width and the smallest text it carries (data-width-in, data-min-pt).
+_FIGURES = r"""
+(() => {
+  // the content column; a page without one (the root's redirect, genindex) has no figure either
+  const column = document.querySelector('article.bd-article') || document.documentElement;
+  const cs = getComputedStyle(column);
+  const box = column.getBoundingClientRect();
+  const left = box.left + parseFloat(cs.paddingLeft), right = box.right - parseFloat(cs.paddingRight);
+  const figures = [...document.querySelectorAll('figure.gemm-figure')].map(f => {
+    const img = f.querySelector('img');
+    const r = img.getBoundingClientRect(), fr = f.getBoundingClientRect();
+    const cap = f.querySelector('figcaption');
+    return {alt: img.getAttribute('alt'), widthIn: parseFloat(img.dataset.widthIn), minPt: parseFloat(img.dataset.minPt),
+            shown: r.width, left: r.left, right: r.right, figureRight: fr.right, top: fr.top + scrollY,
+            height: fr.height, natural: img.naturalWidth, displayed: img.offsetParent !== null && r.width > 0,
+            caption: cap ? cap.textContent.trim() : ''};
+  });
+  const bare = [...document.querySelectorAll('.cell_output img')].filter(i => !i.closest('figure.gemm-figure'))
+    .map(i => i.getAttribute('src').slice(0, 60));
+  return {column: {left, right}, figures, bare, pageWidth: document.documentElement.scrollWidth,
+          window: window.innerWidth};
+})()
+"""
+
+
+def _screenshot(browser, session, path: Path, clip: dict):
+    shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                                    "clip": dict(clip, scale=1)}, session, timeout=60)
+    path.write_bytes(base64.b64decode(shot["data"]))
+
+
+@pytest.fixture(scope="session")
+def figure_visits(book, server, chromium):
+    """Open every page once more (as the reader's 1280-pixel window shows it): its figures as laid out,
+    and screenshots of the pages in SCREENSHOT_PAGES and of each of their figures."""
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    out = {}
+    for page in _pages(book):
+        if 'http-equiv="Refresh"' in (book / page).read_text():  # the root's redirect to the intro
+            continue
+        target = chromium.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = chromium.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime"):
+            chromium.send(f"{domain}.enable", session=session)
+        chromium.send("Page.navigate", {"url": f"{server}/{page}"}, session)
+        chromium.wait_event("Page.loadEventFired", session, timeout=60)
+        chromium.evaluate(_INSPECT, session)  # MathJax typeset, widgets rendered, images loaded
+        shown = chromium.evaluate(_FIGURES, session)
+        if page in SCREENSHOT_PAGES:
+            stem = page.replace("/", "_").removesuffix(".html")
+            size = chromium.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
+            height = min(size["height"], MAX_SCREENSHOT_PX)
+            _screenshot(chromium, session, SCREENSHOTS / f"{stem}.png", {"x": 0, "y": 0, "width": size["width"],
+                                                                          "height": height})
+            for i, f in enumerate(x for x in shown["figures"] if x["displayed"]):
+                _screenshot(chromium, session, SCREENSHOTS / f"{stem}-figure-{i + 1}.png",
+                            {"x": shown["column"]["left"], "y": f["top"], "width": shown["column"]["right"]
+                             - shown["column"]["left"], "height": min(f["height"], MAX_SCREENSHOT_PX)})
+        chromium.send("Target.closeTarget", {"targetId": target})
+        chromium.events = [e for e in chromium.events if e["page"] != session]
+        out[page] = shown
+    return out
+
+
+def test_figures_are_shown_legible_inside_the_column(figure_visits):
+    """Each figure is shown at a width where its smallest text is 9 pt or more (the designed width in
+    CSS pixels x its smallest size / 9 at most shrinks it that far), inside the content column, with
+    an alt text and its caption under it; no page scrolls sideways, and no output shows a bare image."""
+    problems = []
+    for page, v in figure_visits.items():
+        for f in (f for f in v["figures"] if f["displayed"]):
+            designed = f["widthIn"] * CSS_PX_PER_IN
+            pt = f["minPt"] * f["shown"] / designed  # the smallest text, in CSS points, as shown
+            if pt < TEXT_PT - 0.05:
+                problems.append(f"{page}: {f['alt'][:60]!r} shown {f['shown']:.0f} px of {designed:.0f}: text at {pt:.1f} pt")
+            if f["right"] > v["column"]["right"] + 0.5 or f["figureRight"] > v["column"]["right"] + 0.5 \
+                    or f["left"] < v["column"]["left"] - 0.5:
+                problems.append(f"{page}: {f['alt'][:60]!r} overflows the column ({f['left']:.0f}-{f['right']:.0f} px, "
+                                f"column {v['column']['left']:.0f}-{v['column']['right']:.0f})")
+            if not f["alt"] or f["alt"].endswith(".png") or not f["caption"]:
+                problems.append(f"{page}: a figure without alt text or caption ({f['alt'][:60]!r})")
+            if f["natural"] < designed:
+                problems.append(f"{page}: {f['alt'][:60]!r}: its PNG is {f['natural']} px for {designed:.0f} CSS px")
+        if v["bare"]:
+            problems.append(f"{page}: outputs showing a bare image, not a figure: {v['bare']}")
+        if v["pageWidth"] > v["window"]:
+            problems.append(f"{page}: the page is {v['pageWidth']} px wide in a {v['window']} px window")
+    assert not problems, "\n".join(problems)
+    for page in SCREENSHOT_PAGES:
+        assert [f for f in figure_visits[page]["figures"] if f["displayed"]], f"{page} shows no figure"
+        assert (SCREENSHOTS / f"{page.replace('/', '_').removesuffix('.html')}.png").stat().st_size > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the tile explorer in the static page (chapter 3): choosing changes what it shows
+# ---------------------------------------------------------------------------------------------
+
+EXPLORER_PAGE = "notebooks/03_swizzling.html"
+
+# Waits for the explorer's script, then chooses each (step, {knob: value}) of PLAN as a reader
+# would (the select's value set, its change event fired) and reads what the explorer shows after each.
+_EXPLORER = r"""
+(async () => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  for (const t0 = Date.now(); !document.querySelector('.gemm-explorer[data-ready]') && Date.now() - t0 < 20000; ) {
+    await sleep(100);
+  }
+  const root = document.querySelector('.gemm-explorer[data-ready]');
+  if (!root) { return null; }
+  const stepBox = root.querySelector('select.gemm-explorer-step');
+  const shown = () => {
+    const facts = {};
+    root.querySelectorAll('.gemm-explorer-facts [data-fact]').forEach(e => { facts[e.dataset.fact] = e.textContent; });
+    const mix = {};
+    root.querySelectorAll('.gemm-explorer-mix tr[data-class]').forEach(tr => {
+      mix[tr.dataset.class] = Number(tr.cells[1].textContent);
+    });
+    const knobs = {};
+    root.querySelectorAll('.gemm-explorer-knobs select').forEach(b => {
+      knobs[b.name] = {value: JSON.parse(b.value), options: [...b.options].map(o => o.textContent)};
+    });
+    return {selected: root.dataset.selected, step: stepBox.value, knobs, facts, mix,
+            measured: [...root.querySelectorAll('.gemm-explorer-measured tr[data-shape]')]
+              .map(tr => [tr.dataset.shape, tr.querySelector('[data-fact=tflops]').textContent])};
+  };
+  const choose = (box, value) => { box.value = value; box.dispatchEvent(new Event('change', {bubbles: true})); };
+  const states = [shown()];
+  for (const [step, knobs] of PLAN) {
+    if (stepBox.value !== step) { choose(stepBox, step); }
+    for (const [name, value] of Object.entries(knobs)) {
+      choose(root.querySelector('.gemm-explorer-knobs select[name="' + name + '"]'), JSON.stringify(value));
+    }
+    states.push(shown());
+  }
+  stepBox.focus();
+  window.gemmExplorerShown = shown;
+  return {data: JSON.parse(root.querySelector('script.gemm-explorer-data').textContent), states,
+          explorers: document.querySelectorAll('.gemm-explorer').length,
+          widgetViews: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length};
+})()
+"""
+
+
+def _explorer_plan() -> list:
+    """What the test chooses: a Blackwell config other than the default, a Hopper combination its
+    step refuses, a step with recorded TFLOP/s at its default, and the naive step resized."""
+    from gemm_course import ladder, widgets
+
+    def values(step, config):
+        return dict(zip((n for n, _ in step.knobs), widgets.knob_values(step, config)))
+
+    sm100 = ladder.get("sm100/6")
+    other = [c for c in sm100.knob_grid() if c != sm100.default][-1]
+    sm90 = ladder.get("sm90/4")
+    names = [n for n, _ in sm90.knobs]
+    bad = next(c for c in (sm90.config(**dict(zip(names, v))) for v in itertools.product(*(v for _, v in sm90.knobs)))
+               if not sm90.check_config(c)[0])
+    naive = ladder.get("sm90/1")
+    return [("sm100/6", values(sm100, other)), ("sm90/4", values(sm90, bad)),
+            ("sm90/10", values(ladder.get("sm90/10"), ladder.get("sm90/10").default)),
+            ("sm90/1", values(naive, [c for c in naive.knob_grid() if c != naive.default][0]))]
+
+
+@pytest.fixture(scope="session")
+def explorer(book, server, chromium):
+    """Chapter 3's static explorer, driven by _EXPLORER; then ArrowDown pressed on its step select."""
+    plan = _explorer_plan()
+    target = chromium.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = chromium.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    try:
+        for domain in ("Page", "Network", "Runtime"):
+            chromium.send(f"{domain}.enable", session=session)
+        chromium.send("Page.navigate", {"url": f"{server}/{EXPLORER_PAGE}"}, session)
+        chromium.wait_event("Page.loadEventFired", session, timeout=60)
+        got = chromium.evaluate(_EXPLORER.replace("PLAN", json.dumps(plan)), session)
+        assert got, f"{EXPLORER_PAGE}: no static explorer became ready"
+        key = {"key": "ArrowDown", "code": "ArrowDown", "windowsVirtualKeyCode": 40, "nativeVirtualKeyCode": 40}
+        for kind in ("keyDown", "keyUp"):
+            chromium.send("Input.dispatchKeyEvent", dict(key, type=kind), session)
+        got["after_key"] = chromium.evaluate("window.gemmExplorerShown()", session)
+        got["plan"] = plan
+        mine = [e for e in chromium.events if e["page"] == session]
+        got["exceptions"] = [e["params"]["exceptionDetails"].get("text") for e in mine
+                             if e["method"] == "Runtime.exceptionThrown"]
+        got["requests"] = [e["params"]["request"]["url"] for e in mine if e["method"] == "Network.requestWillBeSent"]
+        return got
+    finally:
+        chromium.send("Target.closeTarget", {"targetId": target})
+        chromium.events = [e for e in chromium.events if e["page"] != session]
+
+
+def _check_shown(state: dict, data: dict):
+    """What the explorer shows is its table's row for the chosen configuration."""
+    from gemm_course import ladder, widgets
+
+    step = ladder.get(state["step"])
+    values = [state["knobs"][n]["value"] for n, _ in step.knobs]
+    key = widgets.config_key(step, values)
+    assert state["selected"] == key
+    row = data["rows"][key]
+    f = state["facts"]
+    if not row["ok"]:
+        assert "invalid" in f and row["reason"] in f["invalid"], (key, f)
+        assert not state["mix"] and not state["measured"]
+        return row
+    assert f["config"] == row["label"] and f["target"] == row["target"] == step.target
+    assert f["registers"] == str(row["registers"])
+    assert f["smem_bytes"].startswith(f"{row['smem_bytes']} B (")
+    assert f["spills"] == ("no" if not row["spills"] else f"yes: {row['local_bytes']} B local, {row['stack_bytes']} B stack")
+    assert f["threads"] == str(row["threads"])
+    assert f["ctas_per_sm"].startswith(f"{row['ctas_per_sm']}, limited by {' and '.join(row['limiter'])}")
+    assert ("tmem_columns" in f) == (step.arch == "sm100")
+    if step.arch == "sm100":
+        assert f["tmem_columns"].startswith(f"{row['tmem_columns']} columns")
+    assert ("stages" in f) == bool(row["stages"])
+    for name, count in row["stages"].items():
+        assert f" {count}" in f["stages"], (name, f["stages"])
+    assert state["mix"] == row["mix"]
+    assert state["measured"] == [[m["shape"], f"{m['tflops']:.1f}"] for m in row["measured"]]
+    if not row["measured"]:
+        assert "No measurement" in f["measured"]
+    return row
+
+
+def test_static_explorer_shows_each_choice(explorer):
+    """Choosing a step and knob values in the page changes what it shows, to the table's row of that
+    configuration: resources, stages, CTAs per SM, instruction mix, recorded TFLOP/s."""
+    from gemm_course import ladder
+
+    assert explorer["explorers"] == 1 and explorer["widgetViews"] == 0, "chapter 3 shows the static explorer only"
+    assert not explorer["exceptions"], explorer["exceptions"]
+    assert all(_is_local(u) for u in explorer["requests"])
+    data, states = explorer["data"], explorer["states"]
+    first = states[0]
+    assert first["step"] == "sm90/3" and _check_shown(first, data)["ok"]
+    for (step, knobs), state in zip(explorer["plan"], states[1:]):
+        assert state["step"] == step and {n: state["knobs"][n]["value"] for n in knobs} == knobs
+        row = _check_shown(state, data)
+        assert state["facts"] != first["facts"], f"choosing {step} {knobs} changed nothing"
+        if not row["ok"]:  # a refused combination: the value chosen in each knob is marked
+            for name, allowed in ladder.get(step).knobs:
+                box = state["knobs"][name]
+                assert box["options"][list(allowed).index(box["value"])].endswith("(invalid)"), (name, box)
+    assert len({s["selected"] for s in states}) == len(states)
+    assert [s["measured"] for s in states if s["step"] == "sm90/10"][0], "the recorded default of sm90/10 shows no TFLOP/s"
+    # a key press on the step select: the next step, at its default configuration
+    after = explorer["after_key"]
+    keys = [s["key"] for s in data["steps"]]
+    assert after["step"] == keys[keys.index(states[-1]["step"]) + 1]
+    step = ladder.get(after["step"])
+    assert [after["knobs"][n]["value"] for n, _ in step.knobs] == list(_default_values(step))
+    _check_shown(after, data)
+
+
+def _default_values(step):
+    from gemm_course import widgets
+
+    return widgets.knob_values(step, step.default)
+
+
+def test_static_explorer_table_covers_both_ladders(explorer):
+    """The page's table: every step of both ladders, every combination of its knobs (refused ones
+    with the reason), and for each configuration the records of exactly that configuration."""
+    from gemm_course import ladder, records, widgets
+
+    data = explorer["data"]
+    assert [s["key"] for s in data["steps"]] == [s.key for s in ladder.steps()]
+    recs = records.load_records()
+    for step in ladder.steps():
+        names = [n for n, _ in step.knobs]
+        combos = list(itertools.product(*(v for _, v in step.knobs)))
+        for values in combos:
+            row = data["rows"][widgets.config_key(step, values)]
+            config = step.config(**dict(zip(names, values)))
+            assert row["ok"] == step.check_config(config)[0], row
+            if row["ok"]:
+                assert row["registers"] > 0 and row["threads"] > 0 and row["mix"] and row["ctas_per_sm"] >= 1
+                assert row["measured"] == widgets.measured(recs, step, config)
+            else:
+                assert row["reason"]
+        assert sum(data["rows"][widgets.config_key(step, v)]["ok"] for v in combos) == len(list(step.knob_grid()))
+    assert len(data["rows"]) == sum(len(list(itertools.product(*(v for _, v in s.knobs)))) for s in ladder.steps())
+
+
+@pytest.mark.compile
+def test_static_explorer_facts_are_compiled_facts(explorer):
+    """The table holds what the compiler makes of a configuration: one of the test's choices compiled
+    again here gives the same row."""
+    from gemm_course import ladder, widgets
+
+    step_key, knobs = explorer["plan"][0]
+    step = ladder.get(step_key)
+    config = step.config(**knobs)
+    row = widgets.compile_row(step, config, step.target)
+    shown = explorer["data"]["rows"][widgets.config_key(step, widgets.knob_values(step, config))]
+    assert {k: v for k, v in row.items() if k != "compile_s"} == \
+        {k: v for k, v in shown.items() if k not in ("compile_s", "measured")}

@@ -64,6 +64,15 @@ def test_attempt_handles_unanswered_right_and_wrong(capsys):
     assert "replace each ..." in out and "Hint" in out
 
 
+@pytest.mark.fast
+def test_attempt_reports_code_that_raises(capsys):
+    def unwritten(index, tiles_m, tiles_n, group):
+        ...
+
+    assert exercises.attempt(exercises.check_grouped_order, unwritten) is False
+    assert "your code raised TypeError" in capsys.readouterr().out
+
+
 # ---- chapter 1 ----------------------------------------------------------------------------------
 
 

@@ -62,10 +62,11 @@ def test_probe_record_and_figure():
 
     ax = viz.cluster_placement(record).axes[0]
     n = len(cluster_sms)
-    top = [int(t.get_text()) for t in ax.texts if t.get_position()[1] > 1]
-    bottom = [int(t.get_text()) for t in ax.texts if t.get_position()[1] < 1]
+    top = [int(t.get_text()) for t in ax.texts if (t.get_gid() or "").startswith("index ")]  # by cluster index
+    bottom = [int(t.get_text()) for t in ax.texts if (t.get_gid() or "").startswith("place ")]  # by place in a wave
     assert top == list(range(n)) and bottom == sorted(range(n), key=lambda c: p["places"][c])
-    colour = {round(r.get_x()): tuple(r.get_facecolor()) for r in ax.patches if r.get_y() == 1}  # the top strip
+    colour = {int(r.get_gid().split()[1]): tuple(r.get_facecolor()) for r in ax.patches
+              if (r.get_gid() or "").startswith("index ")}  # the top strip
     sizes = {g: list(p["groups"].values()).count(g) for g in set(p["groups"].values())}
     known = [c for c in range(n) if sizes[p["groups"][cluster_sms[c]]] > 1]
     gpc_colours = {}  # a GPC's clusters share one colour; the palette has 9, so more GPCs repeat one

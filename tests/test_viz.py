@@ -4,18 +4,28 @@ Bench records here are synthetic, written to a temporary directory inside each t
 results/): they exercise the drawing code, not the hardware.
 """
 
+import base64
+import html
+import inspect
+import io
+import re
+
 import numpy as np
 import pytest
+from figure_cases import CASES
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from synthetic import bench_record, clocks_record, sweep_record, write_runs
 
 from gemm_course import ladder, sim, tile_order, viz, widgets
 from gemm_course.problem import GemmProblem
+from gemm_course.viz import _style
 
 
 def _bars(fig):
-    """(height, hatched) of every bar in the ladder chart."""
-    return [(p.get_height(), bool(p.get_hatch())) for p in fig.axes[0].patches if p.get_width() < 1]
+    """(value, hatched) of every bar in the ladder chart (horizontal bars: the value is the width),
+    the measured panel's first, then the seed's."""
+    return [(p.get_width(), bool(p.get_hatch())) for ax in fig.axes for p in ax.patches if p.get_height() < 1]
 
 
 def _seed_heights(fig):
@@ -31,9 +41,14 @@ def test_ladder_bars_one_run_draws_one_cublas_line(tmp_path):
     assert measured == [50.0, 90.0]
     assert _seed_heights(fig) == sorted(viz.SEED_B200_TFLOPS.values())
     lines = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
-    assert len(lines) == 1 and lines[0].get_ydata()[0] == pytest.approx(np.median([400.0, 420.0]))
+    assert len(lines) == 1 and lines[0].get_xdata()[0] == pytest.approx(np.median([400.0, 420.0]))
     assert "same run" in fig.caption and "Synthetic GPU" in fig.caption and "quoted" in fig.caption
-    assert viz.SEED_LABEL in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert viz.SEED_LABEL in legend and "measured: Synthetic GPU, 2030-01-01" in legend
+    # the seed's quoted bars are a group of their own, apart from the measured ones
+    seed_ax = fig.axes[1]
+    assert all(p.get_hatch() for p in seed_ax.patches) and "not measured" in seed_ax.get_title(loc="left")
+    assert not any(p.get_hatch() for p in fig.axes[0].patches)
 
 
 @pytest.mark.fast
@@ -42,8 +57,8 @@ def test_ladder_bars_several_runs_use_each_records_cublas(tmp_path):
                              "b": [bench_record("sm90/3", 90.0, 500.0, "2030-01-02T00:00:00")]})
     fig = viz.ladder_bars(recs, arch="sm90")
     assert not [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
-    ticks = sorted(c.get_segments()[0][0][1] for c in fig.axes[0].collections if len(c.get_segments()) == 1
-                   and c.get_segments()[0][0][1] == c.get_segments()[0][1][1])
+    ticks = sorted(c.get_segments()[0][0][0] for c in fig.axes[0].collections if len(c.get_segments()) == 1
+                   and c.get_segments()[0][0][0] == c.get_segments()[0][1][0])
     assert ticks == [400.0, 500.0]
     assert "each bar" in fig.caption and fig.caption.count("measured on") == 2
 
@@ -151,7 +166,8 @@ def test_instruction_mix_and_sweep_figures():
     rows = [{"ok": True, "step": "s", "target": "t", "label": "a", "registers": 100, "smem_bytes": 2048, "spills": False},
             {"ok": False, "step": "s", "target": "t", "label": "b", "reason": "no"}]
     fig = viz.sweep(rows)
-    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["a"]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["a"]
+    assert "1 invalid configuration left out" in fig.caption
 
 
 @pytest.mark.fast
@@ -222,22 +238,24 @@ def test_ladder_bars_highlight_outlines_the_chapters_steps(tmp_path):
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/3", 50.0, 400.0, "2030-01-01T00:00:00"),
                                    bench_record("sm90/4", 60.0, 400.0, "2030-01-01T00:00:01")]})
     fig = viz.ladder_bars(recs, highlight=(4,), log=False)
-    outlined = [p.get_height() for p in fig.axes[0].patches if p.get_width() < 1 and p.get_linewidth() > 2]
+    outlined = [p.get_width() for p in fig.axes[0].patches if p.get_height() < 1 and p.get_linewidth() > 1.5]
     assert outlined == [60.0]
-    bold = [t.get_text().split("\n")[0] for t in fig.axes[0].get_xticklabels() if t.get_fontweight() == "bold"]
+    bold = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_fontweight() == "bold"]
     assert bold == ["step 4"] and "Outlined: step 4." in fig.caption
     only = viz.ladder_bars(recs, highlight=(4,), log=False, numbers=(4, 5))
     assert [h for h, hatched in _bars(only)] == [60.0]  # step 3 and the seed's bars left out
-    assert [t.get_text().split("\n")[0] for t in only.axes[0].get_xticklabels()] == ["step 4", "step 5"]
-    assert only.legends and not only.axes[0].get_legend()  # the legend sits above the axes
+    assert [t.get_text() for t in only.axes[0].get_yticklabels()] == ["step 4", "step 5"]
+    assert len(only.axes) == 1  # no seed panel: the seed quotes no figure for steps 4 and 5
+    titles = [t.get_text() for t in only.axes[0].texts]
+    assert ladder.get("sm90/4").title in titles  # each step's title above its bar, in full
 
 
 @pytest.mark.fast
 def test_opcode_families_draw_one_bar_per_kernel_and_family():
     ops = {"STG.E": 64, "STSM.16.M88.4": 16, "UTMASTG.2D": 8, "STS": 3}
     fig = viz.opcode_families({"a": ops, "b": {"STG.E": 2}}, {"global": ("STG",), "stmatrix": ("STSM",)})
-    heights = sorted(p.get_height() for p in fig.axes[0].patches)
-    assert heights == [0, 2, 16, 64]
+    counts = sorted(p.get_width() for p in fig.axes[0].patches)
+    assert counts == [0, 2, 16, 64]
 
 
 @pytest.mark.fast
@@ -289,17 +307,20 @@ def test_pipeline_timeline_draws_each_load_and_mma():
 def test_register_split_totals():
     fig = viz.register_split(168, 128, 40, 256, 232)
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
-    assert "total 64512" in texts and "128 x 40\n= 5120" in texts and "65536 registers per SM" in texts
+    assert "total 64512" in texts and "65536 registers per SM" in texts
+    assert "128 x 40 = 5120" in texts  # too narrow a segment for its label: the label sits above the bar
 
 
 @pytest.mark.fast
 def test_persistent_grid_numbers_each_tile_with_its_cluster_and_wave():
     s = sim.persistent_schedule(4, 5, 6, tile_order.row_tile)
     fig = viz.persistent_grid(s)
-    assert "4 clusters are idle" in fig.caption and len(fig.axes) == 2
-    owners, waves = ([[int(t.get_text()) for t in ax.texts] for ax in fig.axes])
-    assert owners == s["owner"].ravel().tolist() and waves == (s["wave"] + 1).ravel().tolist()
-    assert sum(isinstance(p, Rectangle) for p in fig.axes[1].patches) == s["last_wave_tiles"]  # the partial wave
+    assert "4 clusters are idle" in fig.caption and len(fig.axes) == 1
+    ax = fig.axes[0]
+    assert [int(t.get_text()) for t in ax.texts] == s["owner"].ravel().tolist()  # numbers: the cluster
+    assert (ax.get_images()[0].get_array() == s["wave"]).all()  # colours: the wave
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"wave {w + 1}" for w in range(s["waves"])]
+    assert sum(isinstance(p, Rectangle) for p in ax.patches) == s["last_wave_tiles"]  # the partial wave
 
 
 @pytest.mark.fast
@@ -320,14 +341,14 @@ def test_sweep_ratios_draw_the_newest_sweep(tmp_path):
            sweep_record(8192, 4096, 4096, 1.0, "2030-02-01T00:00:01")]
     recs = write_runs(tmp_path, {"old_sweep": old, "new_sweep": new, "ladder": [bench_record("sm90/10", 1.0, 2.0, "2030-03-01")]})
     fig = viz.sweep_ratios(recs, "sm90/10")
-    assert sorted(round(y, 6) for y in fig.axes[0].collections[1].get_offsets()[:, 1]) == [0.9, 1.0]
+    assert sorted(round(x, 6) for x in fig.axes[0].collections[1].get_offsets()[:, 0]) == [0.9, 1.0]
     assert "geometric mean 0.949" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "Synthetic GPU" in fig.caption
     empty = viz.sweep_ratios(write_runs(tmp_path / "none", {}), "sm90/10")
     assert "No sweep" in empty.caption
     with_peer = [dict(r, peers={"triton": {"ratio_to_cublas": v}}) for r, v in zip(new, (0.7, 0.8))]
     fig = viz.sweep_ratios(write_runs(tmp_path / "peer", {"peer_sweep": with_peer}), "sm90/10")
-    assert sorted(round(y, 6) for y in fig.axes[0].collections[-1].get_offsets()[:, 1]) == [0.7, 0.8]
+    assert sorted(round(x, 6) for x in fig.axes[0].collections[-1].get_offsets()[:, 0]) == [0.7, 0.8]
     assert any("Triton" in t.get_text() and "0.748" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
 
 
@@ -388,3 +409,106 @@ def test_order_energy_draws_one_point_per_step():
     line = fig.axes[0].get_lines()[0]  # the shape's line through the steps, fewest modelled bytes first
     assert list(line.get_ydata()) == pytest.approx([690.0 / 690.0, 690.0 / 688.0, 690.0 / 660.0])  # 9, 10, 8
     assert [t.get_text() for t in fig.axes[0].texts] == ["sm90/9 (grouped)", "sm90/10 (gilbert)", "sm90/8 (row)"]
+
+
+# ---------------------------------------------------------------------------------------------
+# every figure: legible at page width, its caption in the page (not in the image), real alt text
+# ---------------------------------------------------------------------------------------------
+
+
+def _figure_functions() -> list:
+    return sorted(name for name in viz.__all__ if callable(getattr(viz, name))
+                  and inspect.signature(getattr(viz, name)).return_annotation in (Figure, "Figure"))
+
+
+@pytest.mark.fast
+def test_every_public_figure_function_is_checked():
+    covered = {fn for fn, _, _ in CASES.values()}
+    assert covered == set(_figure_functions()), f"figure functions without a case in tests/figure_cases.py: " \
+                                                f"{sorted(set(_figure_functions()) - covered)}"
+
+
+def _case(name):
+    fn, mark, builder = CASES[name]
+    return pytest.param(name, marks=getattr(pytest.mark, mark), id=name)
+
+
+@pytest.mark.parametrize("name", [_case(name) for name in CASES])
+def test_figure_is_legible_at_page_width(name, tmp_path):
+    """Drawn for the content column: at most PAGE_WIDTH wide and shown at its own size, so every
+    text drawn (min font size x page width / figure width) is 9 pt or more; no text sticks out of
+    the image or is clipped, no two texts overlap; the caption is not drawn into the image."""
+    fig = CASES[name][2](tmp_path)
+    width = fig.get_size_inches()[0]
+    assert width <= viz.PAGE_WIDTH + 1e-9, f"{name}: {width:.2f} in wide, the page is {viz.PAGE_WIDTH}"
+    r = _style.render(fig, dpi=72)
+    assert r.texts, f"{name}: no text drawn"
+    at_page = r.min_pt() * min(1.0, viz.PAGE_WIDTH / width)
+    small = sorted({(t.size, t.text[:30]) for t in r.shown if t.size < viz.TEXT_PT})
+    assert at_page >= viz.TEXT_PT, f"{name}: text at {at_page:.1f} pt at page width: {small[:5]}"
+    assert not r.cut(), f"{name}: texts cut at the figure's edge or clipped: {[t.text[:30] for t in r.cut()]}"
+    assert not r.overlaps(), f"{name}: overlapping texts: {r.overlaps()[:5]}"
+    # the caption: an attribute the HTML shows under the image, never drawn into it
+    assert fig.caption.strip(), f"{name}: no caption"
+    assert fig._supxlabel is None and fig._supylabel is None
+    drawn = " ".join(" ".join(t.text.split()) for t in r.shown)
+    first = " ".join(fig.caption.split())[:40]
+    assert first not in drawn, f"{name}: the caption is drawn into the image"
+
+
+_HEX = re.compile(r"[0-9a-f]{16,}", re.I)
+
+
+@pytest.mark.fast
+def test_html_repr_has_an_alt_text_and_a_figcaption(tmp_path):
+    """What a notebook and the book show: ``<figure>``, the PNG (base64) at the figure's own size
+    with a real alt text (its title and what it plots, not a file name or a hash) and the caption
+    as ``<figcaption>``; IPython puts it in the output beside the image/png."""
+    from IPython.core.formatters import DisplayFormatter
+
+    for name in ("ladder_intro", "ladder_blackwell", "roofline_naive", "tmem_timeline", "tile_orders"):
+        fig = CASES[name][2](tmp_path)
+        data, _ = DisplayFormatter().format(fig)
+        assert "text/html" in data, f"{name}: IPython shows no HTML for it"
+        page = data["text/html"]
+        assert page.startswith('<figure class="gemm-figure"') and page.count("<img ") == 1
+        alt = html.unescape(re.search(r' alt="([^"]*)"', page).group(1))
+        assert len(alt) > 40 and not _HEX.search(alt) and ".png" not in alt, f"{name}: alt text {alt!r}"
+        titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title(loc) for ax in fig.axes
+                                                                        for loc in ("left", "center")]
+        assert any(t.strip() and " ".join(t.split()) in alt for t in titles), f"{name}: alt lacks the title: {alt!r}"
+        assert _style._first_sentence(fig.caption) in alt
+        caption = re.search(r"<figcaption[^>]*>(.*)</figcaption>", page, re.S).group(1)
+        assert " ".join(html.unescape(re.sub(r"<[^>]+>", " ", caption)).split()) == " ".join(fig.caption.split())
+        width_in = float(re.search(r'data-width-in="([0-9.]+)"', page).group(1))
+        min_pt = float(re.search(r'data-min-pt="([0-9.]+)"', page).group(1))
+        assert width_in == pytest.approx(fig.get_size_inches()[0]) and min_pt >= viz.TEXT_PT
+        assert f'width="{round(width_in * _style.CSS_DPI)}"' in page  # shown at its own size, 1 in = 96 px
+        png = base64.b64decode(re.search(r'src="data:image/png;base64,([^"]+)"', page).group(1))
+        from PIL import Image
+
+        assert Image.open(io.BytesIO(png)).size[0] == round(width_in * _style.PNG_DPI)
+    alt = _style.figure_alt(CASES["ladder_intro"][2](tmp_path))
+    assert alt.startswith("Horizontal bar chart") and "The ladder on Hopper" in alt and "measured on NVIDIA H200" in alt
+    assert "the seed's B200 figures quoted for steps 1, 2, 3" in alt
+
+
+@pytest.mark.fast
+def test_a_figure_shown_by_display_or_in_a_widget_is_html(tmp_path):
+    """``display(fig)`` and an ipywidgets Output capture the same bundle as a cell's value."""
+    import ipywidgets
+    from IPython.core.formatters import DisplayFormatter
+
+    fig = CASES["register_split"][2](tmp_path)
+    out = ipywidgets.Output()
+    out.append_display_data(fig)
+    (shown,) = out.outputs
+    assert shown["output_type"] == "display_data" and shown["data"]["text/html"] == DisplayFormatter().format(fig)[0]["text/html"]
+    assert "<figcaption" in shown["data"]["text/html"]
+
+
+@pytest.mark.fast
+def test_mix_changes_names_the_classes_that_changed():
+    text = viz.mix_changes({"sm90/7": {"integer/address math": 800, "TMA copy": 3, "FP32": 1},
+                            "sm90/8": {"integer/address math": 900, "TMA copy": 3, "FP32": 1}})
+    assert text == "sm90/7 -> sm90/8, static SASS counts: integer/address math 800 -> 900 (+100); 2 other classes unchanged"

@@ -30,8 +30,8 @@ from typing import Optional
 def attempt(check, *answers, **options):
     """Run ``check(*answers, **options)`` and print its verdict; a ``...`` answer means "not answered yet".
 
-    Returns True (right), False (wrong: the hint is printed) or None (not answered yet), so a
-    notebook cell with an unanswered exercise still runs.
+    Returns True (right), False (wrong, or the reader's code raised: the hint or the error is
+    printed) or None (not answered yet), so a notebook cell with an unanswered exercise still runs.
     """
     if any(a is ... for a in answers):
         print(f"{check.__name__}: replace each ... with your answer and run the cell again.")
@@ -41,6 +41,9 @@ def attempt(check, *answers, **options):
         return True
     except AssertionError as e:
         print(f"{check.__name__}: {e}")
+        return False
+    except Exception as e:  # the reader's code raised: report it like a wrong answer
+        print(f"{check.__name__}: your code raised {type(e).__name__}: {e}")
         return False
 
 # ---------------------------------------------------------------------------------------------

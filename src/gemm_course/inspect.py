@@ -118,6 +118,67 @@ def sass(cubin: bytes) -> str:
     return _run_on_cubin([tool("nvdisasm"), "-c"], cubin)
 
 
+# nvdisasm's names for the raw instruction streams of the course's targets
+RAW_ARCH = {"sm_90a": "SM90a", "sm_100a": "SM100a"}
+
+
+def code_sections(cubin: bytes) -> list:
+    """``[(name, bytes)]`` of the code sections (``.text.*``) of a cubin (a 64-bit little-endian ELF)."""
+    import struct
+
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+        raise ValueError("not a 64-bit little-endian ELF file")
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entsize, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
+
+    def header(i):  # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size
+        return struct.unpack_from("<IIQQQQ", cubin, shoff + i * entsize)
+
+    strings = header(names)[4]
+    out = []
+    for i in range(count):
+        name_at, _, _, _, offset, size = header(i)
+        start = strings + name_at
+        name = cubin[start:cubin.index(b"\0", start)].decode()
+        if name.startswith(".text."):
+            out.append((name, cubin[offset:offset + size]))
+    return out
+
+
+def sass_many(cubins, target: str) -> list:
+    """The SASS of each cubin (all compiled for ``target``) from one ``nvdisasm`` run: starting the
+    disassembler costs ~0.5 s of CPU whatever it reads, so one run over the code sections of all of
+    them, laid end to end as a raw instruction stream (``nvdisasm -b SM90a``), split back per cubin
+    by address. The instructions are those of :func:`sass`, one cubin at a time; labels and section
+    headers are not (count with :func:`opcodes` and :func:`instruction_mix`, not :func:`sass_loops`)."""
+    import bisect
+
+    cubins = list(cubins)
+    if not cubins:
+        return []
+    starts, chunks, at = [], [], 0
+    for cubin in cubins:
+        starts.append(at)
+        for _, code in code_sections(cubin):
+            chunks.append(code)
+            at += len(code)
+    with tempfile.NamedTemporaryFile(suffix=".bin", delete=False) as f:
+        f.write(b"".join(chunks))
+        path = f.name
+    try:
+        text = subprocess.run([tool("nvdisasm"), "-b", RAW_ARCH[target], path], capture_output=True, text=True,
+                              check=True).stdout
+    finally:
+        os.unlink(path)
+    listings: list = [[] for _ in cubins]
+    for line in text.splitlines():
+        m = _SASS_ADDRESS.match(line)
+        if m:
+            listings[bisect.bisect_right(starts, int(m.group(1), 16)) - 1].append(line)
+    return ["\n".join(lines) + "\n" for lines in listings]
+
+
+_SASS_ADDRESS = re.compile(r"\s*/\*([0-9a-f]{4,})\*/")
 _SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 
 
@@ -303,13 +364,14 @@ class Report:
         return "\n".join(self.lines())
 
 
-def report(artifacts) -> Report:
-    """Resources and instruction mix of a compiled step (:class:`gemm_course.arch.Artifacts`)."""
+def report(artifacts, listing: Optional[str] = None) -> Report:
+    """Resources and instruction mix of a compiled step (:class:`gemm_course.arch.Artifacts`);
+    ``listing``: its SASS when already disassembled (:func:`sass_many`)."""
     res = resources(artifacts.cubin)
     kernel = max(res, key=lambda r: r.registers) if res else Resources("?", 0, 0, None, 0, 0)
-    listing = sass(artifacts.cubin)
+    listing = sass(artifacts.cubin) if listing is None else listing
     ops = opcodes(listing)
-    smem = smem_request(artifacts) or kernel.static_smem
+    smem = smem_request(artifacts, res) or kernel.static_smem
     return Report(
         step_key=artifacts.step_key,
         target=artifacts.target,
@@ -323,9 +385,10 @@ def report(artifacts) -> Report:
     )
 
 
-def smem_request(artifacts) -> Optional[int]:
-    """Static + dynamic shared memory per CTA, as the host code asks for it at launch."""
-    static = sum(r.static_smem for r in resources(artifacts.cubin)[:1])
+def smem_request(artifacts, kernels: Optional[list] = None) -> Optional[int]:
+    """Static + dynamic shared memory per CTA, as the host code asks for it at launch (``kernels``:
+    :func:`resources` of its cubin, when already read)."""
+    static = sum(r.static_smem for r in (resources(artifacts.cubin) if kernels is None else kernels)[:1])
     dyn = getattr(artifacts, "dynamic_smem", None)
     if dyn is None:
         return static or None

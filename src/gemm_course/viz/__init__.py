@@ -7,9 +7,11 @@ series' B200 figures, quoted (not measured here) in :data:`SEED_B200_TFLOPS`. Da
 the roofline are in :data:`DATASHEET`, also quoted, never measured.
 
 Figures are built with :class:`matplotlib.figure.Figure` (not ``pyplot``), so a notebook shows
-each one exactly once, when it is the value of a cell, and tests leak no windows. A figure's
-caption (what was drawn, where it was measured) is in its ``caption`` attribute and also printed
-under the axes.
+each one exactly once, when it is the value of a cell, and tests leak no windows. Each is drawn for
+the book's content column (at most :data:`PAGE_WIDTH` inches wide, no text under :data:`TEXT_PT`
+points) and shows itself as HTML: the image with an alt text, and under it, as ``<figcaption>``,
+its caption (what was drawn, where it was measured), which is its ``caption`` attribute and is not
+drawn into the image (:mod:`._style`).
 
 One module per family of figures:
 
@@ -33,10 +35,11 @@ from .ladder import (DATASHEET, SEED_B200_TFLOPS, SEED_LABEL, SEED_SHAPE, ladder
                      smem_traffic_bars, sweep_ratios)
 from .layouts import (bank_maps, cluster_multicast, cta_pair_split, layout_grid, multicast_mask_grid,
                       owners_from_lists, ownership, tmem_map, xor_pattern)
+from ._style import PAGE_WIDTH, TEXT_PT
 from .pipelines import (TIMELINE_PHASES, epilogue_path, k_loop_schedule, launch_timeline, pipeline_timeline,
                         tmem_timeline)
 from .power import order_energy, power_limit_bars
-from .resources import instruction_mix, occupancy_bars, opcode_families, register_split, sweep
+from .resources import instruction_mix, mix_changes, occupancy_bars, opcode_families, register_split, sweep
 from .schedules import clc_timeline, cluster_placement, l2_panels, persistent_grid, stream_k_tail, tile_orders
 
 __all__ = [
@@ -48,7 +51,10 @@ __all__ = [
     "sweep", "sweep_ratios", "tile_orders", "tmem_map", "tmem_timeline", "xor_pattern",
     # what the figures draw from
     "DATASHEET", "SEED_B200_TFLOPS", "SEED_LABEL", "SEED_SHAPE", "TIMELINE_PHASES", "ladder_data", "owners_from_lists",
+    "PAGE_WIDTH", "TEXT_PT",
     # re-exported for the chapters
     "HOPPER_SM", "ab_table", "config_changes", "geomean", "latest_sweep", "opcode_family_counts", "phase_source",
     "pipeline_model", "power_limit_split", "spread_verdict", "step_table",
+    # text, where a chapter does not need the figure
+    "mix_changes",
 ]

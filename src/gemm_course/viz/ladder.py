@@ -13,14 +13,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..records import geomean, latest_per_step, latest_sweep, provenance, run_of, shape_of
-from ._style import CUBLAS, LIVE, MEASURED, SEED, new_figure, set_caption
+from ._style import CUBLAS, LIVE, MEASURED, PAGE_WIDTH, SEED, TEXT_PT, new_figure, set_caption, wrap_title
 
 
 # The seed series (the course's starting point) on a B200 at 4096^3 BF16, in TFLOP/s. Quoted from
-# the seed's write-up, NOT measured by this project; drawn hatched and labelled "seed, B200 (quoted)".
+# the seed's write-up, NOT measured by this project; drawn hatched, apart from the measured bars, labelled SEED_LABEL.
 SEED_B200_TFLOPS = {1: 4, 2: 155, 3: 285}
 SEED_SHAPE = (4096, 4096, 4096)
-SEED_LABEL = "seed, B200 (quoted)"
+SEED_LABEL = "quoted from the seed, B200 (not measured here)"
 
 
 # Vendor datasheet figures (dense BF16 tensor-core peak, HBM bandwidth), quoted for rooflines.
@@ -38,22 +38,43 @@ def ladder_data(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     return {"measured": measured, "seed": seed}
 
 
+def _dates(recs) -> str:
+    """The days the records were measured: one date, or first to last."""
+    days = sorted({r.get("date", "")[:10] for r in recs if r.get("date")})
+    if not days:
+        return "date unknown"
+    return days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+
+
+def _gpus(recs) -> str:
+    return ", ".join(sorted({str(r.get("gpu")) for r in recs})) or "?"
+
+
+def _value_text(rec: dict) -> str:
+    h = rec["tflops"]["median"]
+    ratio = h / rec["cublas_tflops"]["median"]
+    return f"{h:.3g} TFLOP/s\n{ratio:.1%} of cuBLAS" if ratio < 0.1 else f"{h:.0f} TFLOP/s\n{ratio:.0%} of cuBLAS"
+
+
 def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, gpu: Optional[str] = None,
                 live: Optional[Sequence[dict]] = None, log: bool = True, highlight: Sequence[int] = (),
                 numbers: Optional[Sequence[int]] = None) -> Figure:
-    """One bar per ladder step: the newest bench record of each (median, whiskers min..max).
+    """One horizontal bar per ladder step: the newest bench record of each (median, whiskers
+    min..max), its value and share of cuBLAS in a column at the right.
+
+    Two groups, drawn apart: the measured bars (top panel; the legend names the GPU and the dates)
+    and, at 4096^3, the seed series' B200 figures, quoted from the seed, not measured here (bottom
+    panel, hatched grey).
 
     * cuBLAS: if every drawn record comes from one run (one results file), one dashed line at
-      the median of that run's cuBLAS medians; otherwise a short cuBLAS tick over each bar, the
+      the median of that run's cuBLAS medians; otherwise a short cuBLAS tick across each bar, the
       cuBLAS timed with that bar. The caption says which.
-    * the seed's B200 figures (4096^3 only): hatched, outlined bars, "seed, B200 (quoted)".
-    * ``live``: records measured in this session (e.g. by the notebook on a GPU), drawn beside
-      the recorded ones with their own cuBLAS ticks.
+    * ``live``: records measured in this session (e.g. by the notebook on a GPU), drawn below the
+      recorded bar of their step, with their own cuBLAS ticks.
     * no records: only the seed's bars, and a note that no measurement exists yet.
     * ``highlight``: step numbers whose measured bars get a thick black outline and a bold label
       (a chapter's own step and its parent).
-    * ``numbers``: draw only these steps, in a narrower figure with the legend on top (a chapter's
-      view of the ladder, readable at page width).
+    * ``numbers``: draw only these steps (a chapter's view of the ladder).
     """
     from .. import ladder
 
@@ -65,118 +86,154 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     for rec in live or []:
         if shape_of(rec) == (m, n, k) and rec["step"].startswith(arch + "/"):
             live_by_step[int(rec["step"].split("/")[1])] = rec
-    compact = numbers is not None
-    if compact:
+    if numbers is not None:
         keep = set(numbers)
         measured = {num: r for num, r in measured.items() if num in keep}
         seed = {num: v for num, v in seed.items() if num in keep}
         live_by_step = {num: r for num, r in live_by_step.items() if num in keep}
-    numbers = sorted(set(measured) | set(seed) | set(live_by_step))
     titles = {s.number: s.title for s in ladder.steps(arch)}
     have = {num: r for num, r in measured.items() if r is not None}
-    series = [("recorded", have, MEASURED)]
-    if live_by_step:
-        series.append(("live", live_by_step, LIVE))
-    groups = [s for s in series if s[1]] + ([("seed", seed, SEED)] if seed else [])
-    width = 0.8 / max(1, len(groups))
-
-    fig = new_figure(max(7.0, 0.95 * len(numbers) + 1.6), 5.6) if compact else \
-        new_figure(max(9.0, 1.05 * len(numbers) + 4.5), 5.4)
-    ax = fig.add_subplot()
-    x_of = {num: i for i, num in enumerate(numbers)}
-    handles = []
+    message = not have and not live_by_step
+    rows = [] if message else sorted(set(measured) | set(live_by_step))
+    seed_rows = sorted(seed)
     runs = sorted({run_of(r) for r in have.values()})
-    top = 1.0
-    for gi, (name, values, color) in enumerate(groups):
-        offset = (gi - (len(groups) - 1) / 2) * width
+    cublas_each = len(runs) > 1
+    series = [("recorded", have, MEASURED)] + ([("live", live_by_step, LIVE)] if live_by_step else [])
+
+    # Rows are laid out in inches (y data unit = 1 inch): each step's title above its bar(s).
+    thick = 0.32 if live_by_step else 0.24  # a bar; with live bars, room for two two-line values per row
+    bar = thick * len(series)
+
+    def layout(nums, with_titles):
+        y, centers, wrapped = 0.06, {}, {}
+        for num in nums:
+            wrapped[num] = textwrap.fill(titles.get(num, ""), 62) if with_titles else ""
+            lines = wrapped[num].count("\n") + 1 if wrapped[num] else 0
+            y += 0.16 * lines + 0.03
+            centers[num] = y + bar / 2
+            y += bar + 0.12
+        return centers, wrapped, y
+
+    centers, wrapped, top_h = layout(rows, True)
+    seed_centers, seed_wrapped, seed_h = layout(seed_rows, not rows)
+    if message:
+        top_h = 0.9
+    legend_lines = bool(have) + bool(live_by_step) + bool(seed) + bool(have or live_by_step)
+    fig = new_figure(PAGE_WIDTH, top_h + (seed_h + 0.55 if seed_rows else 0.0) + 0.23 * legend_lines + 1.0)
+    if seed_rows:
+        ax, sax = fig.subplots(2, 1, sharex=True, height_ratios=[top_h, seed_h])
+    else:
+        ax, sax = fig.add_subplot(), None
+
+    def draw_titles(a, where, texts):
+        for num, text in texts.items():
+            if text:
+                a.annotate(text, (0, where[num] - bar / 2), xycoords=a.get_yaxis_transform(), xytext=(3, 2),
+                           textcoords="offset points", ha="left", va="bottom", fontsize=TEXT_PT, color="#333333")
+
+    handles = []
+    blended = ax.get_yaxis_transform()  # x in axes fraction, y in data
+    top, lows = 1.0, []
+    for si, (name, values, color) in enumerate(series):
         for num, val in values.items():
-            x = x_of[num] + offset
-            if name == "seed":
-                h = float(val)
-                ax.bar(x, h, width * 0.92, facecolor="none", edgecolor=SEED, hatch="///", linewidth=1.5)
-                ax.annotate(f"{h:g}\nquoted", (x, h), ha="center", va="bottom", fontsize=7.5, color="#555555",
-                            xytext=(0, 2), textcoords="offset points")
-            else:
-                t = val["tflops"]
-                h = t["median"]
-                lo, hi = h - t["min"], t["max"] - h
-                ax.bar(x, h, width * 0.92, color=color, alpha=0.9 if name == "recorded" else 0.75,
-                       yerr=[[max(lo, 0)], [max(hi, 0)]], capsize=3, ecolor="black", error_kw={"linewidth": 0.8},
-                       edgecolor="black" if num in highlight else "none", linewidth=2.5 if num in highlight else 0)
-                ratio = h / val["cublas_tflops"]["median"]
-                text = f"{h:.3g}\n{ratio:.1%} of cuBLAS" if ratio < 0.1 else f"{h:.0f}\n{ratio:.0%} of cuBLAS"
-                ax.annotate(text, (x, h), ha="center", va="bottom", fontsize=7.5, xytext=(0, 4), textcoords="offset points")
-                if name == "live" or len(runs) > 1:
-                    c = val["cublas_tflops"]["median"]
-                    ax.hlines(c, x - width * 0.46, x + width * 0.46, colors=CUBLAS, linewidth=2.0)
-                    top = max(top, c)
-                h = max(h, t["max"])
-            top = max(top, h)
-        label = {
-            "recorded": "recorded (project's bench, newest record per step)",
-            "live": "live (this session)",
-            "seed": SEED_LABEL,
-        }[name]
-        if name == "seed":
-            handles.append(Patch(facecolor="none", edgecolor=SEED, hatch="///", label=label))
-        else:
-            handles.append(Patch(color=color, label=label))
+            y = centers[num] + (si - (len(series) - 1) / 2) * thick
+            t = val["tflops"]
+            h = t["median"]
+            ax.barh(y, h, thick * 0.85, color=color, alpha=0.9 if name == "recorded" else 0.8,
+                    xerr=[[max(h - t["min"], 0)], [max(t["max"] - h, 0)]], capsize=2.5, ecolor="black",
+                    error_kw={"linewidth": 0.8}, edgecolor="black" if num in highlight else "none",
+                    linewidth=2.0 if num in highlight else 0)
+            ax.text(1.02, y, _value_text(val), transform=blended, ha="left", va="center", fontsize=TEXT_PT,
+                    color="black" if name == "recorded" else "#1a6e1a", clip_on=False, linespacing=1.0)
+            if name == "live" or cublas_each:
+                c = val["cublas_tflops"]["median"]
+                ax.vlines(c, y - thick * 0.55, y + thick * 0.55, colors=CUBLAS, linewidth=2.0)
+                top = max(top, c)
+            top = max(top, t["max"])
+            lows.append(t["min"])
+    for num in rows:
+        if num not in have and num not in live_by_step:
+            ax.text(1.02, centers[num], "no record yet", transform=blended, ha="left", va="center",
+                    fontsize=TEXT_PT, color="#555555", clip_on=False)
+    draw_titles(ax, centers, wrapped)
+    if have:
+        handles.append(Patch(color=MEASURED, label=f"measured: {_gpus(have.values())}, {_dates(have.values())}"))
+    if live_by_step:
+        handles.append(Patch(color=LIVE, label=f"live: this session, {_gpus(live_by_step.values())}"))
 
     cublas_note = ""
-    if have and len(runs) == 1:
+    if have and not cublas_each:
         cublas = [r["cublas_tflops"]["median"] for r in have.values()]
         line = float(np.median(cublas))
-        ax.axhline(line, color=CUBLAS, linestyle="--", linewidth=1.5)
-        handles.append(Patch(color=CUBLAS, label=f"cuBLAS, same run ({line:.0f} TFLOP/s)"))
+        for a in (ax, sax):
+            if a is not None:
+                a.axvline(line, color=CUBLAS, linestyle="--", linewidth=1.5)
+        handles.append(Line2D([], [], color=CUBLAS, linestyle="--", linewidth=1.5,
+                              label=f"cuBLAS, timed in the same run ({line:.0f} TFLOP/s)"))
         top = max(top, line)
         spread = f" (range {min(cublas):.0f}-{max(cublas):.0f})" if len(cublas) > 1 else ""
         cublas_note = (f"Dashed line: cuBLAS (torch.mm) timed interleaved in the same run, median of the "
                        f"{len(cublas)} per-step cuBLAS medians{spread}.")
     elif have or live_by_step:
-        handles.append(Patch(color=CUBLAS, label="cuBLAS timed with each bar"))
-        cublas_note = ("Red ticks: cuBLAS (torch.mm) timed interleaved with each bar in that bar's own run "
-                       "(the records come from different runs, so there is no single cuBLAS line).")
+        handles.append(Line2D([], [], color=CUBLAS, linewidth=2.0, label="cuBLAS, timed with each bar"))
+        cublas_note = ("Red ticks: cuBLAS (torch.mm) timed interleaved with each bar in that bar's own run"
+                       + (" (the records come from different runs, so there is no single cuBLAS line)." if cublas_each
+                          else "."))
 
-    for num in numbers:
-        if not any(num in values for _, values, _ in groups):
-            ax.text(x_of[num], 1.5, "no record yet", ha="center", va="bottom", rotation=90, fontsize=8, color="#555555")
-    message = not have and not live_by_step
     if message:
         where = f" on {gpu}" if gpu else ""
-        how = ("compiled, not run: the B200 kit (scripts/b200_validate.sh) writes these records"
-               if arch == "sm100" else "scripts/gpu_ladder.sh on an H100/H200 writes these records")
-        ax.text(0.5, 0.96, f"No measured record for {arch} at {m}x{n}x{k}{where} exists yet\n({how})",
-                transform=ax.transAxes, ha="center", va="top", fontsize=10,
+        how = ("compiled, not run: the B200 kit\n(scripts/b200_validate.sh) writes these records"
+               if arch == "sm100" else "scripts/gpu_ladder.sh on an H100/H200\nwrites these records")
+        ax.text(0.5, 0.5, f"No measured record for {arch} at {m}x{n}x{k}{where} exists yet\n({how})",
+                transform=ax.transAxes, ha="center", va="center", fontsize=TEXT_PT,
                 bbox={"boxstyle": "round", "facecolor": "#fff3cd", "edgecolor": "#c9a227"})
+        ax.set_yticks([])
+        ax.set_ylim(top_h, 0)
+    else:
+        ax.set_yticks([centers[num] for num in rows], [f"step {num}" for num in rows])
+        for num, tick in zip(rows, ax.get_yticklabels()):
+            if num in highlight:
+                tick.set_fontweight("bold")
+        ax.set_ylim(top_h, 0)
+    ax.grid(axis="x", alpha=0.3, which="both")
 
-    ax.set_xticks(range(len(numbers)))
-    ax.set_xticklabels([f"step {num}\n" + textwrap.fill(textwrap.shorten(titles.get(num, "(seed only)"), 40,
-                                                                          placeholder="..."), 14)
-                        for num in numbers], fontsize=7)
-    for num, label in zip(numbers, ax.get_xticklabels()):
-        if num in highlight:
-            label.set_fontweight("bold")
+    if sax is not None:
+        sblend = sax.get_yaxis_transform()
+        for num in seed_rows:
+            v = float(seed[num])
+            sax.barh(seed_centers[num], v, thick * 0.85, facecolor="none", edgecolor=SEED, hatch="///", linewidth=1.5)
+            sax.text(1.02, seed_centers[num], f"{v:g} TFLOP/s\nquoted", transform=sblend, ha="left", va="center",
+                     fontsize=TEXT_PT, color="#555555", clip_on=False, linespacing=1.0)
+            lows.append(v)
+            top = max(top, v)
+        draw_titles(sax, seed_centers, seed_wrapped)
+        sax.set_yticks([seed_centers[num] for num in seed_rows], [f"step {num}" for num in seed_rows])
+        sax.set_ylim(seed_h, 0)
+        sax.set_title("Quoted from the seed, on a B200: not measured by this project", loc="left",
+                      fontsize=TEXT_PT + 1, color="#444444")
+        sax.grid(axis="x", alpha=0.3, which="both")
+        handles.append(Patch(facecolor="none", edgecolor=SEED, hatch="///", label=SEED_LABEL))
+
+    bottom_ax = sax if sax is not None else ax
     if log:
-        ax.set_yscale("log")
-        plotted = [r["tflops"]["min"] for r in list(have.values()) + list(live_by_step.values())]
-        plotted += [v for v in seed.values() if v]
-        bottom = min([1.0] + [v / 3 for v in plotted])  # the naive step sits near 1 TFLOP/s: keep it visible
-        ax.set_ylim(bottom, top * (30 if message else 4))
+        ax.set_xscale("log")
+        ax.set_xlim(min([1.0] + [v / 3 for v in lows]), top * 2.5)  # the naive step sits near 1 TFLOP/s
     else:
-        ax.set_ylim(0, top * 1.25)
-    ax.set_ylabel("TFLOP/s (BF16, higher is better)")
-    ax.set_title(f"The ladder on {ladder.ARCH_NAMES.get(arch, arch)}: {m}x{n}x{k} BF16 GEMM")
-    if compact:
-        fig.legend(handles=handles, loc="outside upper center", ncol=2, fontsize=8)
-    else:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    ax.grid(axis="y", alpha=0.3, which="both")
+        ax.set_xlim(0, top * 1.08)
+    bottom_ax.set_xlabel("TFLOP/s (BF16, higher is better)" + (", log scale" if log else ""))
+    for a in (ax, sax):
+        if a is not None:
+            a.tick_params(labelsize=TEXT_PT)
+    fig.suptitle(f"The ladder on {ladder.ARCH_NAMES.get(arch, arch)}: {m}x{n}x{k} BF16 GEMM", fontsize=TEXT_PT + 2)
+    if handles:
+        ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=1, fontsize=TEXT_PT,
+                  frameon=False, borderaxespad=0.2)
 
     parts = []
     for run in runs:
         rec = next(r for r in have.values() if run_of(r) == run)
         steps_here = ", ".join(str(num) for num, r in have.items() if run_of(r) == run)
-        parts.append(f"Steps {steps_here}: {provenance(rec)}.")
+        parts.append(f"Step{'s' if ',' in steps_here else ''} {steps_here}: {provenance(rec)}.")
     if live_by_step:
         rec = next(iter(live_by_step.values()))
         parts.append(f"Live bars: measured in this session on {rec.get('gpu')} by gemm_course.bench.bench_step.")
@@ -185,13 +242,22 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     if not have:
         parts.append(f"No record of {arch} at {m}x{n}x{k} under results/ yet.")
     if seed:
-        parts.append("Hatched bars: the seed series' B200 figures at 4096^3, quoted from the seed, "
-                     "not measured by this project.")
+        parts.append("Hatched bars, in a panel of their own: the seed series' B200 figures at 4096^3, quoted "
+                     "from the seed, not measured by this project.")
     if have or live_by_step:
         parts.append("Whiskers: min..max over all timed launches.")
-    if highlight & set(numbers):
-        parts.append("Outlined: step " + " and ".join(str(h) for h in sorted(highlight & set(numbers))) + ".")
-    return set_caption(fig, " ".join(parts))
+    if highlight & set(rows):
+        parts.append("Outlined: step " + " and ".join(str(h) for h in sorted(highlight & set(rows))) + ".")
+    alt = [f"Horizontal bar chart, one bar per step, TFLOP/s on a {'log' if log else 'linear'} scale"]
+    if have:
+        alt.append(f"measured on {_gpus(have.values())} ({_dates(have.values())}) for step{'s' if len(have) > 1 else ''} "
+                   f"{', '.join(str(num) for num in have)}, with cuBLAS timed in the same runs")
+    elif rows or message:
+        alt.append(f"no measured record for {arch} yet")
+    if seed:
+        alt.append(f"apart, below: the seed's B200 figures quoted for step{'s' if len(seed_rows) > 1 else ''} "
+                   f"{', '.join(str(num) for num in seed_rows)}")
+    return set_caption(fig, " ".join(parts), alt="; ".join(alt))
 
 
 def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
@@ -201,48 +267,53 @@ def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
 
     step = step or ladder.final("sm90").key
     sweep = latest_sweep(records, step)
-    fig = new_figure(11, 4.8)
-    ax = fig.add_subplot()
     if not sweep:
+        fig = new_figure(PAGE_WIDTH, 1.6)
+        ax = fig.add_subplot()
         ax.text(0.5, 0.5, f"No sweep record of {step} under results/ yet", ha="center", va="center",
-                transform=ax.transAxes, fontsize=11)
+                transform=ax.transAxes, fontsize=TEXT_PT + 2)
         ax.axis("off")
         return set_caption(fig, f"No sweep of {step} recorded.")
     labels = [f"{r['shape']['m']}x{r['shape']['n']}x{r['shape']['k']}" for r in sweep]
     ratios = [r["ratio_to_cublas"] for r in sweep]
     squares = [r["shape"]["m"] == r["shape"]["n"] == r["shape"]["k"] for r in sweep]
-    x = np.arange(len(sweep))
-    colors = ["#4c72b0" if s else "#55a868" for s in squares]
-    ax.vlines(x, 1.0, ratios, colors=colors, linewidth=3)
-    ax.scatter(x, ratios, color=colors, s=30, zorder=3)
-    for xi, v in zip(x, ratios):
-        ax.annotate(f"{v:.3f}", (xi, v), xytext=(0, -10 if v < 1 else 4), textcoords="offset points", ha="center",
-                    va="top" if v < 1 else "bottom", fontsize=6.5)
-    g = geomean(ratios)
-    ax.axhline(1.0, color=CUBLAS, linewidth=1.5)
-    ax.axhline(g, color="black", linestyle="--", linewidth=1.2)
-    handles = [Patch(color="#4c72b0", label="square"), Patch(color="#55a868", label="LLM-like (M=8192)"),
-               Patch(color=CUBLAS, label="cuBLAS = 1"),
-               Patch(facecolor="none", edgecolor="black", linestyle="--", label=f"geometric mean {g:.3f}")]
     triton = [(r.get("peers") or {}).get("triton", {}).get("ratio_to_cublas") for r in sweep]
-    if all(t is not None for t in triton):  # the course's Triton matmul, timed in the same rounds
-        ax.scatter(x, triton, marker="x", color="#8172b2", s=36, zorder=3)
+    peer = all(t is not None for t in triton)  # the course's Triton matmul, timed in the same rounds
+    fig = new_figure(PAGE_WIDTH, 0.24 * len(sweep) + 2.3)
+    ax = fig.add_subplot()
+    y = np.arange(len(sweep))
+    colors = ["#4c72b0" if sq else "#55a868" for sq in squares]
+    ax.hlines(y, 1.0, ratios, colors=colors, linewidth=3)
+    ax.scatter(ratios, y, color=colors, s=30, zorder=3)
+    blended = ax.get_yaxis_transform()
+    for yi, v, t in zip(y, ratios, triton):
+        ax.text(1.02, yi, f"{v:.3f}" + (f"   {t:.3f}" if peer else ""), transform=blended, ha="left", va="center",
+                fontsize=TEXT_PT, clip_on=False)
+    ax.text(1.02, -0.9, "step" + ("   Triton" if peer else ""), transform=blended, ha="left", va="center",
+            fontsize=TEXT_PT, fontweight="bold", clip_on=False)
+    g = geomean(ratios)
+    ax.axvline(1.0, color=CUBLAS, linewidth=1.5)
+    ax.axvline(g, color="black", linestyle="--", linewidth=1.2)
+    handles = [Patch(color="#4c72b0", label="square"), Patch(color="#55a868", label="LLM-like (M=8192)"),
+               Line2D([], [], color=CUBLAS, linewidth=1.5, label="cuBLAS = 1"),
+               Line2D([], [], color="black", linestyle="--", linewidth=1.2, label=f"geometric mean {g:.3f}")]
+    if peer:
+        ax.scatter(triton, y, marker="x", color="#8172b2", s=36, zorder=3)
         handles.append(Line2D([], [], marker="x", linestyle="none", color="#8172b2",
                               label=f"Triton (course's), geomean {geomean(triton):.3f}"))
-        ratios_shown = ratios + triton
+        shown = ratios + triton
     else:
-        ratios_shown = ratios
-    ax.set_xticks(x)
-    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7.5)
-    low = min(ratios_shown + [g])
-    ax.set_ylim(max(0.0, low - 0.04), max(ratios_shown + [1.0]) + 0.03)
-    ax.set_ylabel("TFLOP/s / cuBLAS TFLOP/s (same run)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_title(f"{step} against cuBLAS on {len(sweep)} shapes (medians of per-launch times; the axis does not "
-                 "start at 0)", fontsize=10)
-    return set_caption(fig, f"{provenance(sweep[0])}. Each point: the step's median TFLOP/s over cuBLAS's median "
-                            "timed interleaved in the same run.")
+        shown = ratios
+    ax.set_yticks(y, labels)
+    ax.set_ylim(len(sweep) - 0.4, -1.4)
+    low = min(shown + [g])
+    ax.set_xlim(max(0.0, low - 0.03), max(shown + [1.0]) + 0.02)
+    ax.set_xlabel("TFLOP/s / cuBLAS TFLOP/s, same run (the axis does not start at 0)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, borderaxespad=0.2)
+    fig.suptitle(f"{step} against cuBLAS on {len(sweep)} shapes (medians of per-launch times)", fontsize=TEXT_PT + 2)
+    return set_caption(fig, f"Each point: the step's median TFLOP/s over cuBLAS's median, timed interleaved in the same "
+                            f"run; {provenance(sweep[0])}.", alt="Dot plot")
 
 
 def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable = (),
@@ -261,21 +332,20 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
     x = np.logspace(math.log10(lo), math.log10(hi), 400)
     roof = np.minimum(peak_tflops, x * bandwidth_tbs)
 
-    fig = new_figure(8, 5)
+    fig = new_figure(PAGE_WIDTH, 5.6)
     ax = fig.add_subplot()
     ax.loglog(x, roof, color="black", linewidth=2, label=f"roof {machine_label}".strip())
     for i, (label, value) in enumerate((ceilings or {}).items()):
-        ax.plot(x, np.minimum(value, x * bandwidth_tbs), color="grey", linestyle="--", linewidth=1.2)
-        ax.annotate(f"{label}: {value:g} TFLOP/s", (value / bandwidth_tbs, value), xytext=(6, 3 + 10 * i),
-                    textcoords="offset points", ha="left", fontsize=8, color="grey")
+        ax.plot(x, np.minimum(value, x * bandwidth_tbs), color="grey", linestyle=("--", ":", "-.")[i % 3], linewidth=1.2,
+                label=f"{label}: {value:.4g} TFLOP/s")
     ax.axvline(ridge, color="grey", linestyle=":", linewidth=1)
-    ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, peak_tflops), xytext=(4, -14), textcoords="offset points",
-                fontsize=8, color="grey")
+    ax.annotate(f"ridge\n{ridge:.0f} FLOP/B", (ridge, 0.04), xycoords=("data", "axes fraction"), xytext=(-4, 0),
+                textcoords="offset points", ha="right", va="bottom", fontsize=TEXT_PT, color="grey")
     ai = problem.arithmetic_intensity
     ax.axvline(ai, color=MEASURED, linestyle="--", linewidth=1)
     ax.annotate(f"{problem.label}:\n{ai:.0f} FLOP/B\n(A, B, C each\nmoved once)", (ai, 0.04),
                 xycoords=("data", "axes fraction"), xytext=(4, 0), textcoords="offset points", ha="left",
-                fontsize=8, color=MEASURED)
+                fontsize=TEXT_PT, color=MEASURED)
     markers = "osD^v<>p*h"
     for i, p in enumerate(points):
         bound = min(peak_tflops, p["intensity"] * bandwidth_tbs)
@@ -289,12 +359,13 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
     ax.set_ylabel("TFLOP/s")
     ax.set_ylim(min(roof.min(), min([p.get("tflops") or roof.min() for p in points] or [roof.min()])) / 3,
                 peak_tflops * 2.5)
-    ax.set_title(title or f"Roofline: {problem.label} BF16 GEMM")
+    ax.set_title(wrap_title(title or f"Roofline: {problem.label} BF16 GEMM", 72), fontsize=TEXT_PT + 2)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=2 if len(points) > 3 else 1,
+              frameon=False)
     return set_caption(fig, f"Roof: peak {peak_tflops:g} TFLOP/s and {bandwidth_tbs:g} TB/s "
                             f"{('(' + machine_label + ')') if machine_label else ''}; hollow markers sit on the roof at "
-                            "the bound their intensity allows, filled ones are measured.")
+                            "the bound their intensity allows, filled ones are measured.", alt="Roofline chart, log-log")
 
 
 def smem_traffic_bars(rows: dict, title: str = "Shared-memory traffic of the main loop at the tensor cores' rate") -> Figure:
@@ -303,24 +374,24 @@ def smem_traffic_bars(rows: dict, title: str = "Shared-memory traffic of the mai
     from .. import sim
 
     labels = list(rows)
-    fig = new_figure(11.0, 3.8)
+    fig = new_figure(PAGE_WIDTH, 0.5 * len(labels) + 2.0)
     ax = fig.subplots()
     y = np.arange(len(labels))
     read = [rows[k].wgmma_read / rows[k].clocks for k in labels]
     write = [rows[k].tma_write / rows[k].clocks for k in labels]
     ax.barh(y, read, 0.6, label="wgmma reads A and B", color="#4c72b0")
     bars = ax.barh(y, write, 0.6, left=read, label="TMA writes A and B", color="#dd8452")
-    ax.bar_label(bars, labels=[f"{r + w:.0f} B/clock" for r, w in zip(read, write)], fontsize=8, padding=3)
+    ax.bar_label(bars, labels=[f"{r + w:.0f} B/clock" for r, w in zip(read, write)], fontsize=TEXT_PT, padding=3,
+                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
     ax.axvline(sim.SMEM_BYTES_PER_CLOCK, color="black", linestyle="--", linewidth=1,
                label=f"shared memory: {sim.SMEM_BYTES_PER_CLOCK} B/clock per SM")
-    ax.set_yticks(y)
-    ax.set_yticklabels(labels, fontsize=9)
+    ax.set_yticks(y, [textwrap.fill(label, 30) for label in labels], fontsize=TEXT_PT)
     ax.invert_yaxis()
     ax.set_xlabel("bytes per clock per SM, with the tensor cores at full rate")
-    ax.margins(x=0.18)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title(title, fontsize=11)
+    ax.margins(x=0.22)
+    ax.legend(fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, borderaxespad=0.2)
+    fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     return set_caption(fig, "gemm_course.sim.smem_traffic: one K tile (64 deep) of one CTA; every wgmma (64 rows x N x 16) "
                             "reads its own A and B slices from shared memory, and TMA writes the tile's A and B once. "
                             f"Clocks: the K tile's FLOPs at {sim.TENSOR_FLOP_PER_CLOCK} FLOP per clock per SM (dense bf16). "
-                            "A count, not a measurement.")
+                            "A count, not a measurement.", alt="Stacked horizontal bar chart")

@@ -13,7 +13,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from ._style import CTA_COLORS, PAGE_WIDTH, TEXT_PT, new_figure, readable_caption, set_caption, thread_colors
+from ._style import CTA_COLORS, PAGE_WIDTH, TEXT_PT, new_figure, set_caption, thread_colors, wrap_title
 
 
 def layout_grid(table: dict, title: Optional[str] = None, highlight: Optional[Sequence] = None) -> Figure:
@@ -21,22 +21,28 @@ def layout_grid(table: dict, title: Optional[str] = None, highlight: Optional[Se
     :func:`gemm_course.cute_basics.layout_table`). ``highlight``: (row, col) cells to outline."""
     offsets = np.array(table["offsets"])
     rows, cols = offsets.shape
-    fig = new_figure(max(3.5, 0.55 * cols + 1.5), max(2.2, 0.5 * rows + 1.2))
+    cell = min(0.55, (PAGE_WIDTH - 1.2) / cols)
+    fig = new_figure(max(3.5, cell * cols + 1.2), max(2.2, cell * rows + 1.3))
     ax = fig.add_subplot()
     ax.imshow(offsets, cmap="viridis", aspect="equal")
     for i in range(rows):
         for j in range(cols):
             v = offsets[i, j]
-            ax.text(j, i, str(v), ha="center", va="center", fontsize=9,
+            ax.text(j, i, str(v), ha="center", va="center", fontsize=TEXT_PT,
                     color="white" if v < offsets.max() * 0.6 else "black")
     for r, c in highlight or ():
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
     ax.set_xticks(range(cols))
     ax.set_yticks(range(rows))
+    ax.tick_params(labelsize=TEXT_PT)
     ax.set_xlabel("column coordinate")
     ax.set_ylabel("row coordinate")
-    ax.set_title(title or f"layout {table['text']}: (row, col) -> offset", fontsize=10)
-    return fig
+    ax.set_title(wrap_title(title or f"layout {table['text']}: (row, col) -> offset", int(12 * (cell * cols + 1.0))),
+                 fontsize=TEXT_PT + 1)
+    outlined = " Outlined in red: the cells the text above points at." if highlight else ""
+    return set_caption(fig, f"Each cell shows the offset that the CuTe layout {table['text']} gives its (row, column) "
+                            f"coordinate, as CuTe evaluates it (gemm_course.cute_basics.layout_table).{outlined}",
+                       alt="Grid of numbered cells")
 
 
 def owners_from_lists(per_thread: dict, shape, source: str = "") -> dict:
@@ -60,7 +66,7 @@ def ownership(owners: dict, zoom=(8, 16), title: str = "", group_size: int = 32,
     """Who holds which accumulator element: ``owners = {'thread': [[t, ...], ...], 'value': [[v, ...]]
     (optional), 'source': 'where the table came from'}``, indexed by (row, col) of the tile.
 
-    Left: the whole tile, colored by ``group`` (warp). Right: the top-left ``zoom`` corner, colored
+    Top: the whole tile, colored by ``group`` (warp). Below: the top-left ``zoom`` corner, colored
     by thread, each cell labelled ``T<thread>`` and ``V<value index>``.
     """
     thread = np.array(owners["thread"])
@@ -70,36 +76,44 @@ def ownership(owners: dict, zoom=(8, 16), title: str = "", group_size: int = 32,
     groups = thread // group_size
     ngroups = int(groups.max()) + 1
 
-    fig = new_figure(13, 5.2)
-    left, right = fig.subplots(1, 2, width_ratios=[1.1, 1])
+    fig = new_figure(PAGE_WIDTH, 2.6 + 0.42 * zr + 2.1)
+    left, right = fig.subplots(2, 1, height_ratios=[2.6, 0.42 * zr])
     left.imshow(groups, cmap=ListedColormap(colormaps["Set2"].colors[:ngroups]), aspect="auto",
                 interpolation="nearest", vmin=-0.5, vmax=ngroups - 0.5)
     left.add_patch(Rectangle((-0.5, -0.5), zc, zr, fill=False, edgecolor="black", linewidth=2))
     left.set_xlabel(f"column of the {rows}x{cols} accumulator tile (N)")
     left.set_ylabel("row (M)")
-    left.set_title(f"whole tile: colored by {group_name} ({group_size} threads each)", fontsize=10)
+    left.set_title(f"Whole tile, coloured by {group_name} ({group_size} threads each); black box: the corner below",
+                   fontsize=TEXT_PT + 1, loc="left")
     left.legend(handles=[Patch(color=colormaps["Set2"].colors[g], label=f"{group_name} {g}") for g in range(ngroups)],
-                fontsize=8, loc="upper right", framealpha=0.9)
+                fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0)
 
     corner = thread[:zr, :zc]
     uniq = sorted(set(corner.ravel().tolist()))
     index = {t: i for i, t in enumerate(uniq)}
-    right.imshow(np.vectorize(index.get)(corner), cmap=thread_colors(len(uniq)), aspect="auto",
+    cmap = thread_colors(len(uniq))
+    right.imshow(np.vectorize(index.get)(corner), cmap=cmap, aspect="auto",
                  interpolation="nearest", vmin=-0.5, vmax=len(uniq) - 0.5)
     for i in range(zr):
         for j in range(zc):
             label = f"T{thread[i, j]}" + (f"\nV{value[i, j]}" if value is not None else "")
-            right.text(j, i, label, ha="center", va="center", fontsize=6.5)
+            r, g, b, _ = cmap(index[thread[i, j]])
+            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+            right.text(j, i, label, ha="center", va="center", fontsize=TEXT_PT, linespacing=1.0,
+                       color="white" if dark else "black")
     right.set_xticks(range(zc))
     right.set_yticks(range(zr))
     right.set_xlabel("column (N)")
     right.set_ylabel("row (M)")
-    right.set_title(f"top-left {zr}x{zc}: thread T, its value index V", fontsize=10)
-    fig.suptitle(title, fontsize=11)
+    right.set_title(f"Top-left {zr}x{zc}: thread T, its value index V", fontsize=TEXT_PT + 1, loc="left")
+    for ax in (left, right):
+        ax.tick_params(labelsize=TEXT_PT)
+    if title:
+        fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     per_thread = collections.Counter(thread.ravel().tolist())
     counts = sorted(set(per_thread.values()))
     return set_caption(fig, f"{owners.get('source', '')} {len(per_thread)} threads, "
-                            f"{'/'.join(map(str, counts))} elements each.".strip())
+                            f"{'/'.join(map(str, counts))} elements each.".strip(), alt="Two colour maps of a tile")
 
 
 def tmem_map(addresses: dict, lanes: int = 128, title: str = "") -> Figure:
@@ -111,24 +125,25 @@ def tmem_map(addresses: dict, lanes: int = 128, title: str = "") -> Figure:
     grid = np.full((lanes, cols), np.nan)
     for (row, _), (lane, col) in addresses.items():
         grid[lane, col] = row
-    fig = new_figure(9, 5.5)
+    fig = new_figure(PAGE_WIDTH, 5.4)
     ax = fig.add_subplot()
     img = ax.imshow(grid, cmap="viridis", aspect="auto", interpolation="nearest")
     for w in range(1, lanes // 32):
         ax.axhline(32 * w - 0.5, color="black", linewidth=1.2)
+    side = ax.get_yaxis_transform()
     for w in range(lanes // 32):
         used = np.unique(np.argwhere(~np.isnan(grid[32 * w: 32 * w + 32]))[:, 0] + 32 * w)
         text = f"warp {w} may read lanes {32 * w}-{32 * w + 31}"
         if used.size:
             text += f"\nrows {int(np.nanmin(grid[used]))}-{int(np.nanmax(grid[used]))} in lanes {used.min()}-{used.max()}"
-        ax.text(cols + 2, 32 * w + 16, text, va="center", fontsize=8)
-    fig.colorbar(img, ax=ax, label="accumulator row (M) held", location="left", shrink=0.8)
+        ax.text(1.03, 32 * w + 16, text, transform=side, va="center", fontsize=TEXT_PT, clip_on=False)
+    fig.colorbar(img, ax=ax, label="accumulator row (M) held", location="bottom", shrink=0.8, aspect=40)
     ax.set_xlabel("TMEM column (32 bits each)")
     ax.set_ylabel("TMEM lane")
-    ax.set_xlim(-0.5, cols + 75)
-    ax.set_title(title or f"Accumulator in tensor memory ({len(addresses)} fp32 elements; white: unused lanes)", fontsize=10)
-    return set_caption(fig, "From the step's own accumulator layout (TMEM address = lane << 16 | column), "
-                            "traced for sm_100a.")
+    ax.tick_params(labelsize=TEXT_PT)
+    ax.set_title(wrap_title(title or "Accumulator in tensor memory", 72), fontsize=TEXT_PT + 1)
+    return set_caption(fig, f"{len(addresses)} fp32 elements; white: unused lanes. From the step's own accumulator layout "
+                            "(TMEM address = lane << 16 | column), traced for sm_100a.", alt="Colour map of tensor memory")
 
 
 _LAYOUT_NAMES = {
@@ -138,49 +153,60 @@ _LAYOUT_NAMES = {
 }
 
 
-def bank_maps(step_keys: Sequence[str] = ("row-major", "sm90/2", "sm90/3"), rows: int = 16, operand: str = "A") -> Figure:
+def bank_maps(step_keys: Sequence[str] = ("row-major", "sm90/2", "sm90/3"), rows: int = 8, operand: str = "A") -> Figure:
     """The shared-memory bank of every element of the first ``rows`` rows of operand A, per layout.
 
     Each row of a 64-wide bf16 tile is 128 bytes = 8 chunks of 16 bytes = all 32 banks once.
-    Cells are chunks (8 bf16), labelled with their 4 banks. The red box marks a core-matrix column
+    Cells are chunks (8 bf16), labelled with their 4 banks. The layouts are stacked, one panel
+    each, at page width. The red box marks a core-matrix column
     read (8 rows x 16 bytes: what ldmatrix/wgmma fetch), the blue one a 128-byte row (a TMA box
     row); the title gives each one's wavefronts from :func:`gemm_course.sim.conflicts`.
     """
     from .. import sim
 
-    fig = new_figure(5 * len(step_keys), 0.33 * rows + 2.6)
-    axes = np.atleast_1d(fig.subplots(1, len(step_keys)))
+    row_h = 0.26  # inches per row of the tile: a 9-pt label per cell
+    fig = new_figure(PAGE_WIDTH, len(step_keys) * (row_h * rows + 0.75) + 1.2)
+    axes = np.atleast_1d(fig.subplots(len(step_keys), 1, sharex=True))
     cmap = ListedColormap([colormaps["tab10"].colors[i % 10] for i in range(8)])
     summary = []
+    repeats = True
     for ax, key in zip(axes, step_keys):
         off = sim.offsets(key, operand)
         banks = sim.bank_map(off)
         per_chunk = sim.CHUNK_BYTES // int(off[0, 1] - off[0, 0])
-        chunk_banks = banks[:rows, ::per_chunk][:, :8]
-        if not all((banks[:rows, c * per_chunk: (c + 1) * per_chunk] // 4 == chunk_banks[:, c:c + 1] // 4).all()
+        chunk_banks = banks[:, ::per_chunk][:, :8]
+        if not all((banks[:, c * per_chunk: (c + 1) * per_chunk] // 4 == chunk_banks[:, c:c + 1] // 4).all()
                    for c in range(8)):
             raise ValueError(f"{key}: a 16-byte chunk spans two bank groups")
-        group = chunk_banks // 4
+        everything = chunk_banks // 4
+        repeats = repeats and bool((everything[rows:2 * rows] == everything[:rows]).all())
+        group = everything[:rows]
         ax.imshow(group, cmap=cmap, vmin=-0.5, vmax=7.5, aspect="auto", interpolation="nearest")
         for (r, c), g in np.ndenumerate(group):
-            ax.text(c, r, f"{4 * g}-{4 * g + 3}", ha="center", va="center", fontsize=7)
+            red, green, blue = cmap(int(g))[:3]
+            ax.text(c, r, f"{4 * g}-{4 * g + 3}", ha="center", va="center", fontsize=TEXT_PT,
+                    color="white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black")
         col = sim.conflicts(off, "core-matrix column", 0, 0)
         row = sim.conflicts(off, "row", 0, 0)
-        ax.add_patch(Rectangle((-0.5, -0.5), 1, 8, fill=False, edgecolor="red", linewidth=2.5))
-        ax.add_patch(Rectangle((-0.45, -0.45), 7.9, 0.9, fill=False, edgecolor="blue", linewidth=2, linestyle="--"))
-        ax.set_title(f"{_LAYOUT_NAMES.get(key, key)}\n{sim.layout_text(key, operand)}\n"
-                     f"red (column read): {col.wavefronts} wavefront{'s' if col.wavefronts > 1 else ''}, "
-                     f"{col.conflicts} extra\nblue (128 B row): {row.wavefronts} wavefront{'s' if row.wavefronts > 1 else ''}, "
-                     f"{row.conflicts} extra", fontsize=8.5)
-        ax.set_xticks(range(8))
-        ax.set_xticklabels([f"k {8 * c}-{8 * c + 7}" for c in range(8)], rotation=45, fontsize=7)
+        ax.add_patch(Rectangle((-0.5, -0.5), 1, min(8, rows), fill=False, edgecolor="red", linewidth=3))
+        ax.add_patch(Rectangle((-0.45, -0.45), 7.9, 0.9, fill=False, edgecolor="blue", linewidth=2.5, linestyle="--"))
+        plural = lambda n: "s" if n > 1 else ""  # noqa: E731
+        ax.set_title(f"{_LAYOUT_NAMES.get(key, key)}: {sim.layout_text(key, operand)}\n"
+                     f"red (column read): {col.wavefronts} wavefront{plural(col.wavefronts)}, {col.conflicts} extra;  "
+                     f"blue (128-byte row): {row.wavefronts} wavefront{plural(row.wavefronts)}, {row.conflicts} extra",
+                     fontsize=TEXT_PT, loc="left")
         ax.set_yticks(range(rows))
         ax.set_ylabel("row of the tile")
-        ax.set_xlabel("16-byte chunk of the row (8 bf16)")
+        ax.tick_params(labelsize=TEXT_PT)
         summary.append(f"{key}: column read {col.wavefronts}, row {row.wavefronts}")
-    fig.suptitle(f"Shared-memory banks of operand {operand} (cells: the 4 banks a 16-byte chunk occupies)", fontsize=11)
+    axes[-1].set_xticks(range(8), [f"k {8 * c}-{8 * c + 7}" for c in range(8)])
+    axes[-1].set_xlabel("16-byte chunk of the row (8 bf16)")
+    fig.suptitle(f"Shared-memory banks of operand {operand}\n(cells: the 4 banks each 16-byte chunk occupies)",
+                 fontsize=TEXT_PT + 2)
+    more = f" Rows {rows}-{2 * rows - 1} repeat rows 0-{rows - 1} in every layout." if repeats else ""
     return set_caption(fig, "Byte offsets from the kernels' own shared-memory layouts (gemm_course.sim.offsets); "
-                            "wavefronts from the bank model (gemm_course.sim.conflicts): " + "; ".join(summary) + ".")
+                            "wavefronts from the bank model (gemm_course.sim.conflicts): " + "; ".join(summary) + "."
+                            + more, alt="Three grids of shared-memory banks, one per layout")
 
 
 def xor_pattern(step_key: str = "sm90/3", operand: str = "A") -> Figure:
@@ -189,23 +215,25 @@ def xor_pattern(step_key: str = "sm90/3", operand: str = "A") -> Figure:
     from .. import sim
 
     table = np.asarray(sim.xor_pattern(step_key, operand))
-    fig = new_figure(7.5, 6.2)
+    fig = new_figure(6.4, 6.4)
     ax = fig.add_subplot()
-    ax.imshow(table, cmap=ListedColormap(colormaps["tab10"].colors[:8]), vmin=-0.5, vmax=7.5, interpolation="nearest")
+    cmap = ListedColormap(colormaps["tab10"].colors[:8])
+    ax.imshow(table, cmap=cmap, vmin=-0.5, vmax=7.5, interpolation="nearest")
     for (r, c), p in np.ndenumerate(table):
-        ax.text(c, r, f"{p}\n{p:03b}", ha="center", va="center", fontsize=8)
-    ax.set_xticks(range(8))
-    ax.set_xticklabels([f"{c}\n{c:03b}" for c in range(8)], fontsize=8)
-    ax.set_yticks(range(8))
-    ax.set_yticklabels([f"{r} = {r:03b}" for r in range(8)], fontsize=8)
+        red, green, blue = cmap(int(p))[:3]
+        ax.text(c, r, f"{p}\n{p:03b}", ha="center", va="center", fontsize=TEXT_PT + 1,
+                color="white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black")
+    ax.set_xticks(range(8), [f"{c}\n{c:03b}" for c in range(8)])
+    ax.set_yticks(range(8), [f"{r} = {r:03b}" for r in range(8)])
+    ax.tick_params(labelsize=TEXT_PT)
     ax.set_xlabel("logical 16-byte chunk of the row (k // 8), binary below")
     ax.set_ylabel("row mod 8, binary")
-    ax.set_title(f"{sim.layout_text(step_key, operand)}\nphysical chunk of (row, chunk)", fontsize=10)
+    ax.set_title(f"{sim.layout_text(step_key, operand)}\nphysical chunk of (row, chunk), binary below", fontsize=TEXT_PT + 1)
     is_xor = all(table[r, c] == (r ^ c) for r in range(8) for c in range(8))
     return set_caption(fig, "Read from the step's own swizzled layout (gemm_course.sim.xor_pattern). "
                             + ("Every cell equals row XOR chunk: address bits 4-6 (the chunk) are XORed with "
                                "bits 7-9 (the row within 8 rows of 128 bytes)." if is_xor else
-                               "This layout is not a plain row XOR chunk."))
+                               "This layout is not a plain row XOR chunk."), alt="Grid of 8 by 8 cells")
 
 
 def cluster_multicast(cluster_m: int, cluster_n: int, tile_m: int, tile_n: int, tile_k: int) -> Figure:
@@ -219,13 +247,16 @@ def cluster_multicast(cluster_m: int, cluster_n: int, tile_m: int, tile_n: int, 
         raise ValueError(f"a {tile_m}x{tile_n} tile does not split evenly over a {cluster_m}x{cluster_n} cluster")
     b_rows, a_rows = tile_n // cluster_m, tile_m // cluster_n
     palette = [colormaps["Set2"].colors[i] for i in range(8)]
-    fig = new_figure(3.2 + 3.0 * cluster_n + 1.2, 2.2 + 2.1 * cluster_m + 0.8)
+    # Drawn in inches (one data unit = one inch), at page width: A's strip (left) and B's (top) wide
+    # enough for their labels, not to scale along K; the C tiles to scale.
+    k_a, k_b, gap = 1.5, 0.85, 0.32
+    c_w = min((PAGE_WIDTH - 0.3 - k_a - gap - cluster_n * gap) / cluster_n, 4.2)
+    c_h = max(c_w * tile_m / tile_n, 0.55 * cluster_n)
+    x0, y0 = k_a + gap, k_b + gap  # C block origin (y grows downwards)
+    width = x0 + cluster_n * (c_w + gap)
+    height = y0 + cluster_m * (c_h + gap) - gap * 0.5
+    fig = new_figure(min(PAGE_WIDTH, width + 0.3), height + 0.95)
     ax = fig.add_subplot()
-    scale = 1.0 / 128  # 128 elements per drawing unit
-    gap = 0.35
-    k_w = max(tile_k * scale * 2.0, 0.6)  # K drawn wider than to scale, to leave room for text
-    c_w, c_h = tile_n * scale, tile_m * scale
-    x0, y0 = k_w + gap, k_w + gap  # C block origin (y grows downwards)
 
     def rank(i, j):
         return i + cluster_m * j  # CuTe's column-major rank of (m, n) in the cluster layout
@@ -236,47 +267,47 @@ def cluster_multicast(cluster_m: int, cluster_n: int, tile_m: int, tile_n: int, 
             cx, cy = x0 + j * (c_w + gap), y0 + i * (c_h + gap)
             ax.add_patch(Rectangle((cx, cy), c_w, c_h, facecolor=palette[r], alpha=0.35, edgecolor="black", linewidth=1.5))
             ax.text(cx + c_w / 2, cy + c_h / 2, f"CTA {r} (cluster coord {i},{j})\ncomputes C tile\n{tile_m}x{tile_n}",
-                    ha="center", va="center", fontsize=8.5)
+                    ha="center", va="center", fontsize=TEXT_PT)
             for s in range(cluster_n):  # A tile of row i, sliced across the cluster's columns
                 owner = rank(i, s)
-                ay = cy + s * a_rows * scale
-                ax.add_patch(Rectangle((0, ay), k_w, a_rows * scale, facecolor=palette[owner], edgecolor="black"))
+                ay = cy + s * c_h / cluster_n
+                ax.add_patch(Rectangle((0, ay), k_a, c_h / cluster_n, facecolor=palette[owner], edgecolor="black"))
                 if j == 0:
                     who = f"loaded by CTA {owner}\nmulticast to the row" if cluster_n > 1 else f"loaded by\nCTA {owner} alone"
-                    ax.text(k_w / 2, ay + a_rows * scale / 2, f"A {a_rows}x{tile_k}\n{who}", ha="center", va="center",
-                            fontsize=7.5 if cluster_n == 1 else 6.5)
+                    ax.text(k_a / 2, ay + c_h / cluster_n / 2, f"A {a_rows}x{tile_k}\n{who}", ha="center", va="center",
+                            fontsize=TEXT_PT, linespacing=1.1)
         for s in range(cluster_m):  # B tile of column j, sliced across the cluster's rows
             owner = rank(s, j)
-            bx = x0 + j * (c_w + gap) + s * b_rows * scale
-            ax.add_patch(Rectangle((bx, 0), b_rows * scale, k_w, facecolor=palette[owner], edgecolor="black"))
-            ax.text(bx + b_rows * scale / 2, k_w / 2,
+            slice_w = c_w / cluster_m
+            bx = x0 + j * (c_w + gap) + s * slice_w
+            ax.add_patch(Rectangle((bx, 0), slice_w, k_b, facecolor=palette[owner], edgecolor="black"))
+            ax.text(bx + slice_w / 2, k_b / 2,
                     f"B rows {s * b_rows}-{(s + 1) * b_rows - 1}\nloaded by CTA {owner}" +
-                    ("\nmulticast to the column" if cluster_m > 1 else ""), ha="center", va="center", fontsize=7.5)
+                    ("\nmulticast to\nthe column" if cluster_m > 1 else ""), ha="center", va="center", fontsize=TEXT_PT,
+                    linespacing=1.1)
             arrow = {"arrowstyle": "-|>", "color": palette[owner], "linewidth": 2.0, "shrinkA": 0, "shrinkB": 0}
             cx = x0 + j * (c_w + gap)
-            mid = bx + b_rows * scale / 2
-            ax.annotate("", xy=(mid, y0), xytext=(mid, k_w), arrowprops=arrow)  # into the CTA right below
+            mid = bx + slice_w / 2
+            ax.annotate("", xy=(mid, y0), xytext=(mid, k_b), arrowprops=arrow)  # into the CTA right below
             for i in range(1, cluster_m):  # farther CTAs: routed around the column, entering from the side
                 left_side = s < cluster_m / 2
                 route = cx - gap * (0.3 + 0.2 * i) if left_side else cx + c_w + gap * (0.3 + 0.2 * i)
                 ty = y0 + i * (c_h + gap) + c_h * (0.3 + 0.1 * i)
-                ax.plot([mid, mid, route, route], [k_w, k_w + gap * 0.45, k_w + gap * 0.45, ty],
+                ax.plot([mid, mid, route, route], [k_b, k_b + gap * 0.45, k_b + gap * 0.45, ty],
                         color=palette[owner], linewidth=2.0, solid_capstyle="butt")
                 ax.annotate("", xy=(cx if left_side else cx + c_w, ty), xytext=(route, ty), arrowprops=arrow)
-    width = x0 + cluster_n * (c_w + gap) + gap * 0.5
-    height = y0 + cluster_m * (c_h + gap)
-    ax.set_xlim(-0.1, width)
-    ax.set_ylim(height, -0.1)
+    ax.set_xlim(-0.05, width)
+    ax.set_ylim(height, -0.05)
     ax.set_aspect("equal")
     ax.axis("off")
     a_bytes, b_bytes = tile_m * tile_k * 2, tile_n * tile_k * 2
     ax.set_title(f"A {cluster_m} x {cluster_n} cluster: per K tile each CTA issues {a_bytes // cluster_n // 1024} KiB "
-                 f"of A and {b_bytes // cluster_m // 1024} KiB of B, receives {a_bytes // 1024} + {b_bytes // 1024} KiB",
-                 fontsize=10)
+                 f"of A and {b_bytes // cluster_m // 1024} KiB of B,\nand receives {a_bytes // 1024} + {b_bytes // 1024} KiB",
+                 fontsize=TEXT_PT + 1)
     return set_caption(fig, "Tile sizes and cluster shape from the step's traced host objects; each CTA of a column "
                             f"loads {b_rows} of the B tile's {tile_n} rows (and of a row, {a_rows} of A's {tile_m}). "
                             "Colour = the CTA that issues the copy; arrows: a multicast copy lands in the shared memory "
-                            "of every CTA it points to. Not to scale along K.")
+                            "of every CTA it points to. Not to scale along K.", alt="Diagram of a cluster's tiles and copies")
 
 
 def _runs(values: Iterable[int]) -> list:
@@ -330,10 +361,10 @@ def cta_pair_split(split: dict, title: str = "") -> Figure:
     ax.axis("off")
     ax.set_title(title or f"One tcgen05.mma.cta_group::2 of {rows_a} x {rows_b} x {depth}: what each CTA holds",
                  fontsize=TEXT_PT + 1)
-    return readable_caption(fig, "From the step's own tiled MMA: get_slice(v).partition_A / partition_B / "
-                                 "partition_C of identity tensors of the pair's tiles (traced for sm_100a), and "
-                                 "the accumulator's TMEM layout. Each CTA holds half of A and half of B, but "
-                                 "all columns of C for its rows.")
+    return set_caption(fig, "From the step's own tiled MMA: get_slice(v).partition_A / partition_B / "
+                            "partition_C of identity tensors of the pair's tiles (traced for sm_100a), and "
+                            "the accumulator's TMEM layout. Each CTA holds half of A and half of B, but "
+                            "all columns of C for its rows.", alt="Diagram of the A, B and C tiles of a CTA pair")
 
 
 def multicast_mask_grid(masks: dict, cluster_m: int, cluster_n: int, title: str = "") -> Figure:
@@ -363,6 +394,6 @@ def multicast_mask_grid(masks: dict, cluster_m: int, cluster_n: int, title: str 
     axes[0].set_ylabel("issuing CTA: rank (x, y)", fontsize=TEXT_PT)
     fig.suptitle(title or f"TMA multicast masks of a {cluster_m} x {cluster_n} cluster of CTA pairs",
                  fontsize=TEXT_PT + 1)
-    return readable_caption(fig, "Rank = x + cluster_m * y; x = place in the pair + 2 * pair along M. A filled "
+    return set_caption(fig, "Rank = x + cluster_m * y; x = place in the pair + 2 * pair along M. A filled "
                                  "cell: the issuing CTA's TMA load also writes that CTA's shared memory "
-                                 "(create_tma_multicast_mask with the step's own cluster layout).", width=95)
+                                 "(create_tma_multicast_mask with the step's own cluster layout).", alt="Two grids of cells")

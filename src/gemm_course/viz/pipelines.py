@@ -3,6 +3,7 @@ shared-memory stages (a model), accumulators in tensor memory (a model), and a m
 
 from __future__ import annotations
 
+import textwrap
 from typing import Sequence
 
 import numpy as np
@@ -11,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from ..records import shape_of
-from ._style import PAGE_WIDTH, TEXT_PT, new_figure, readable_caption, set_caption
+from ._style import PAGE_WIDTH, TEXT_PT, new_figure, set_caption, wrap_title
 
 
 def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: int, k_tiles: int = 2,
@@ -23,8 +24,8 @@ def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: 
     expected by the barrier per K tile.
     """
     if arch == "sm90":
-        lanes = ["warp 0: TMA issue", "mbarrier (full)", "warpgroup: wgmma", "all 128 threads"]
         mma = mma_name or "wgmma"
+        lanes = ["warp 0: TMA issue", "mbarrier (full)", f"warpgroup: {mma}", "all 128 threads"]
     elif arch == "sm100":
         lanes = ["warp 0, one thread: TMA + MMA issue", "load mbarrier", "tensor core (async)", "mma mbarrier"]
         mma = mma_name or "tcgen05.mma"
@@ -41,7 +42,7 @@ def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: 
             events.append((3, t + 2.2, 1.6, f"wait(phase {phase})", "sync"))
             x = t + 3.8
             for j in range(mma_per_tile):
-                events.append((2, x, 0.9, f"{mma}\nk-block {j}", "mma"))
+                events.append((2, x, 0.9, f"k-block {j}", "mma"))
                 x += 0.9
             events.append((3, x, 1.4, "commit +\nwait_group(0)", "sync"))
             events.append((3, x + 1.4, 1.2, "sync_threads", "sync"))
@@ -58,22 +59,28 @@ def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: 
                            f"wait(mma, {phase})", "sync"))
             events.append((3, done, 1.2, f"phase {phase}\ncompletes", "bar"))
             t = done + 1.6
-    fig = new_figure(max(10, t * 0.55), 3.8)
+    # Time runs down the page (0.3 inch per unit of the schematic), one column per actor.
+    unit, col_w = 0.3, 1.0
+    fig = new_figure(PAGE_WIDTH, t * unit + 1.9)
     ax = fig.add_subplot()
     for lane, start, width, text, kind in events:
-        ax.add_patch(Rectangle((start, len(lanes) - 1 - lane - 0.38), width * 0.97, 0.76, facecolor=colors[kind],
+        ax.add_patch(Rectangle((lane + 0.03, start), col_w * 0.94, width * 0.97, facecolor=colors[kind],
                                edgecolor="black", linewidth=0.6))
-        ax.text(start + width / 2, len(lanes) - 1 - lane, text, ha="center", va="center", fontsize=6.5)
-    ax.set_xlim(-0.2, t + 0.2)
-    ax.set_ylim(-0.6, len(lanes) - 0.4)
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels(list(reversed(lanes)), fontsize=8)
-    ax.set_xticks([])
-    ax.set_xlabel("order of events (schematic, not to scale) ->")
-    ax.set_title(f"One-stage K loop, {k_tiles} K tiles: nothing overlaps", fontsize=10)
+        ax.text(lane + 0.5, start + width / 2, text.replace("\n", " ") if width < 1.2 else text, ha="center",
+                va="center", fontsize=TEXT_PT, linespacing=1.05)
+    ax.set_ylim(t + 0.2, -0.2)
+    ax.set_xlim(0, len(lanes))
+    ax.xaxis.tick_top()
+    ax.set_xticks([i + 0.5 for i in range(len(lanes))], [textwrap.fill(name, 18) for name in lanes])
+    ax.tick_params(labelsize=TEXT_PT, length=0)
+    ax.set_yticks([])
+    ax.set_ylabel("order of events, top to bottom (schematic, not to scale)")
+    for x in range(1, len(lanes)):
+        ax.axvline(x, color="#dddddd", linewidth=0.8, zorder=0)
+    ax.set_title(f"One-stage K loop, {k_tiles} K tiles: nothing overlaps", fontsize=TEXT_PT + 2)
     return set_caption(fig, "Counts per K tile read from the compiled kernel: "
                             f"{tma_per_tile} TMA copies, {mma_per_tile} MMA instructions, {tma_bytes} bytes expected "
-                            "by the barrier. Widths are not durations.")
+                            "by the barrier. Heights are not durations.", alt="Schematic timeline, one column per actor")
 
 
 def epilogue_path(tile_m: int, tile_n: int, epi_m: int, epi_n: int, epi_stages: int, threads: int,
@@ -88,60 +95,67 @@ def epilogue_path(tile_m: int, tile_n: int, epi_m: int, epi_n: int, epi_stages: 
     if tile_n % epi_n or tile_m != epi_m:
         raise ValueError(f"sub-tiles of {epi_m}x{epi_n} do not cover the {tile_m}x{tile_n} tile in one row")
     subtiles = tile_n // epi_n
-    fig = new_figure(10.5, 6.8)
-    top, bottom = fig.subplots(2, 1, height_ratios=[1, 1.4])
-    colors = colormaps["Pastel1"].colors
-    for i in range(subtiles):
-        buf = i % epi_stages
-        top.add_patch(Rectangle((i * epi_n, 0), epi_n, tile_m, facecolor=colors[buf % len(colors)], edgecolor="black"))
-        top.text(i * epi_n + epi_n / 2, tile_m / 2, f"sub-tile {i}\n{epi_m}x{epi_n}\nbuffer {buf}\nTMA store {i}",
-                 ha="center", va="center", fontsize=8)
-    top.set_xlim(-2, tile_n + 2)
-    top.set_ylim(tile_m + 2, -2)
-    top.set_aspect("equal")
-    top.set_xticks([i * epi_n for i in range(subtiles + 1)])
-    top.set_yticks([0, tile_m])
-    top.set_xlabel("column of the CTA's output tile (N)")
-    top.set_ylabel("row (M)")
-    top.set_title(f"The {tile_m}x{tile_n} output tile in {subtiles} sub-tiles of {epi_m}x{epi_n}, "
-                  f"round-robin over {epi_stages} staging buffer{'s' if epi_stages > 1 else ''}", fontsize=10)
-    top.legend(handles=[Patch(facecolor=colors[b % len(colors)], edgecolor="black", label=f"staging buffer {b}")
-                        for b in range(epi_stages)], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-
     per_thread = tile_m * tile_n // threads
     per_sub = stmatrix / subtiles
     buffer_kib = epi_m * epi_n * 2 / 1024
     boxes = [
-        ("registers", f"fp32 accumulator\n{per_thread} values\nper thread\n({threads} threads)", "#cde4f7"),
-        ("registers", f"convert to bf16\n{epi_m * epi_n // threads} values\nper thread\nper sub-tile", "#cde4f7"),
-        ("stmatrix", f"four 8x8 matrices\nper warp\ninstruction;\n{per_sub:g} per thread\nper sub-tile", "#fde0c5"),
-        ("shared mem.", f"staging buffer\n{epi_m}x{epi_n} bf16\n= {buffer_kib:g} KiB\n({epi_stages} buffers)", "#fde0c5"),
-        ("fence, barrier", "fence.proxy.async\n+ named barrier:\nwrites visible\nto the copy\nengine", "#eeeeee"),
-        ("TMA store", f"one thread\nissues a bulk\ntensor copy,\nshared -> global\n({tma_stores} per tile)", "#d5f0d5"),
-        ("global memory", f"C in L2 / HBM:\n{epi_n * 2} contiguous\nbytes per row\n({epi_n * 2 // 32} full 32-byte\nsectors), clipped\nat the edges",
-         "#d5f0d5"),
+        ("registers", f"fp32 accumulator: {per_thread} values per thread ({threads} threads)", "#cde4f7"),
+        ("registers", f"convert to bf16: {epi_m * epi_n // threads} values per thread per sub-tile", "#cde4f7"),
+        ("stmatrix", f"four 8x8 matrices per warp instruction; {per_sub:g} per thread per sub-tile", "#fde0c5"),
+        ("shared memory", f"staging buffer of {epi_m}x{epi_n} bf16 = {buffer_kib:g} KiB ({epi_stages} buffers)", "#fde0c5"),
+        ("fence, barrier", "fence.proxy.async + named barrier: the writes become visible\nto the copy engine", "#eeeeee"),
+        ("TMA store", f"one thread issues a bulk tensor copy, shared -> global ({tma_stores} per tile)", "#d5f0d5"),
+        ("global memory", f"C in L2 / HBM: {epi_n * 2} contiguous bytes per row ({epi_n * 2 // 32} full 32-byte "
+                          "sectors),\nclipped at the edges", "#d5f0d5"),
     ]
+    box_h, pitch = 0.5, 0.68  # inches
+    path_h = pitch * len(boxes) + 0.5
+    fig = new_figure(PAGE_WIDTH, 1.9 + path_h + 1.0)
+    top, bottom = fig.subplots(2, 1, height_ratios=[1.9, path_h])
+    colors = colormaps["Pastel1"].colors
+    for i in range(subtiles):
+        buf = i % epi_stages
+        top.add_patch(Rectangle((i * epi_n, 0), epi_n, tile_m, facecolor=colors[buf % len(colors)], edgecolor="black"))
+        top.text(i * epi_n + epi_n / 2, tile_m / 2, f"sub-tile {i}\n{epi_m}x{epi_n}\nbuffer {buf}\nstore {i}",
+                 ha="center", va="center", fontsize=TEXT_PT, linespacing=1.1)
+    top.set_xlim(-2, tile_n + 2)
+    top.set_ylim(tile_m + 2, -2)
+    top.set_xticks([i * epi_n for i in range(subtiles + 1)])
+    top.set_yticks([0, tile_m])
+    top.tick_params(labelsize=TEXT_PT)
+    top.set_xlabel("column of the CTA's output tile (N); not to scale")
+    top.set_ylabel("row (M)")
+    top.set_title(f"The {tile_m}x{tile_n} output tile in {subtiles} sub-tiles of {epi_m}x{epi_n}, round-robin over "
+                  f"{epi_stages} staging buffer{'s' if epi_stages > 1 else ''}", fontsize=TEXT_PT + 1, loc="left")
+
     n = len(boxes)
+    across = bottom.get_yaxis_transform()  # x: fraction of the axes' width, y: inches down the path
     for i, (head, body, color) in enumerate(boxes):
-        x0 = i * 1.0
-        bottom.add_patch(Rectangle((x0 + 0.05, 0.1), 0.8, 0.8, facecolor=color, edgecolor="black"))
-        bottom.text(x0 + 0.45, 0.86, head, ha="center", va="top", fontsize=8.5, fontweight="bold")
-        bottom.text(x0 + 0.45, 0.43, body, ha="center", va="center", fontsize=8)
+        y = i * pitch
+        bottom.add_patch(Rectangle((0.0, y), 0.95, box_h, transform=across, facecolor=color, edgecolor="black"))
+        bottom.text(0.015, y + box_h / 2, head, transform=across, ha="left", va="center", fontsize=TEXT_PT,
+                    fontweight="bold")
+        bottom.text(0.22, y + box_h / 2, body, transform=across, ha="left", va="center", fontsize=TEXT_PT,
+                    linespacing=1.1)
         if i < n - 1:
-            bottom.annotate("", xy=(x0 + 1.05, 0.5), xytext=(x0 + 0.85, 0.5),
+            bottom.annotate("", xy=(0.1, y + pitch), xytext=(0.1, y + box_h), xycoords=across, textcoords=across,
                             arrowprops={"arrowstyle": "->", "linewidth": 1.5})
-    bottom.annotate("", xy=(1.5, 0.02), xytext=(n - 1.5, 0.02),
-                    arrowprops={"arrowstyle": "<-", "linestyle": "--", "color": "#555555"})
-    bottom.text(n / 2 - 0.1, -0.08, f"repeated for each of the {subtiles} sub-tiles; a buffer is refilled only once "
-                                    "its previous store has read it", ha="center", va="top", fontsize=8, color="#555555")
-    bottom.set_xlim(0, n)
-    bottom.set_ylim(-0.2, 1.0)
+    first, last = pitch + box_h / 2, (n - 1) * pitch + box_h / 2  # from the last box back to the conversion
+    bottom.plot([0.95, 0.98, 0.98], [last, last, first], transform=across, color="#555555", linestyle="--",
+                linewidth=1.2, clip_on=False)
+    bottom.annotate("", xy=(0.95, first), xytext=(0.98, first), xycoords=across, textcoords=across,
+                    arrowprops={"arrowstyle": "->", "linestyle": "--", "color": "#555555"})
+    bottom.text(0.0, n * pitch - pitch + box_h + 0.1, textwrap.fill(
+        f"Repeated for each of the {subtiles} sub-tiles (dashed arrow); a buffer is refilled only once its previous "
+        "store has read it.", 88), transform=across, ha="left", va="top", fontsize=TEXT_PT, color="#555555")
+    bottom.set_ylim(n * pitch + 0.45, -0.05)
     bottom.axis("off")
-    bottom.set_title("The path of one sub-tile", fontsize=10)
-    fig.suptitle(title or "Step 4's epilogue: registers -> stmatrix -> staging buffer -> TMA store", fontsize=11)
+    bottom.set_title("The path of one sub-tile", fontsize=TEXT_PT + 1, loc="left")
+    fig.suptitle(wrap_title(title or "Step 4's epilogue: registers -> stmatrix -> staging buffer -> TMA store", 72),
+                 fontsize=TEXT_PT + 2)
     return set_caption(fig, f"Sub-tile shape and buffer count from the kernel's traced staging layout; {stmatrix} "
                             f"stmatrix per thread and {tma_stores} TMA stores per tile counted in its PTX "
-                            f"({per_sub:g} stmatrix per thread per sub-tile).")
+                            f"({per_sub:g} stmatrix per thread per sub-tile).", alt="Diagram of a tile and a data path")
 
 
 def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tensor cores over time (schematic model)") -> Figure:
@@ -154,8 +168,13 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
     span = max(m["span"] for m in models.values())
     stage_colors = [colormaps["tab10"].colors[i] for i in range(10)]
     heights = [m["params"]["stages"] + 1.6 for m in models.values()]
-    fig = new_figure(10, 0.45 * sum(heights) + 0.9 * len(models) + 1.6)
+    fig = new_figure(PAGE_WIDTH, 0.36 * sum(heights) + 0.75 * len(models) + 1.4)
     axes = np.atleast_1d(fig.subplots(len(models), 1, sharex=True, height_ratios=heights))
+    per_unit = 5.5 / span  # inches per model unit, roughly: a label is drawn only in a box that holds it
+
+    def fits(text, width):
+        return width * per_unit >= 0.075 * max(len(line) for line in text.split("\n")) + 0.06
+
     for ax, (label, model) in zip(axes, models.items()):
         p = model["params"]
         stages = p["stages"]
@@ -170,8 +189,8 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
                                    edgecolor="black", linewidth=0.4))
             ax.add_patch(Rectangle((ld["end"], y - 0.32), mm["end"] - ld["end"], 0.64, facecolor=color, alpha=0.85,
                                    edgecolor="black", linewidth=0.4))
-            if ld["end"] - ld["start"] >= 0.8:
-                ax.text((ld["start"] + ld["end"]) / 2, y, f"load {name}", ha="center", va="center", fontsize=7.5)
+            if fits(name, ld["end"] - ld["start"]):
+                ax.text((ld["start"] + ld["end"]) / 2, y, name, ha="center", va="center", fontsize=TEXT_PT)
         for e in model["events"]:
             if e["lane"] != "consumer":
                 continue
@@ -179,31 +198,33 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
             ax.add_patch(Rectangle((e["start"], -0.35), e["end"] - e["start"], 0.7,
                                    facecolor="#bbbbbb" if epi else stage_colors[e["stage"] % 10],
                                    hatch="//" if epi else None, edgecolor="black", linewidth=0.5))
-            if e["end"] - e["start"] >= 0.6:
+            if fits(e["label"], e["end"] - e["start"]):
                 ax.text((e["start"] + e["end"]) / 2, 0, e["label"], ha="center", va="center",
-                        fontsize=7.5, color="black" if epi else "white")
+                        fontsize=TEXT_PT, color="black" if epi else "white")
         for end in model["cta_ends"]:
             ax.axvline(end, color="black", linestyle="--", linewidth=1)
-            ax.text(end, stages + 0.55, " next CTA starts", fontsize=7, va="center")
+            ax.text(end, stages + 0.55, " next CTA starts", fontsize=TEXT_PT, va="center")
         ax.set_yticks(list(range(stages, 0, -1)) + [0])
-        ax.set_yticklabels([f"stage {s}" for s in range(stages)] + ["consumers:\nwgmma, epilogue"], fontsize=8.5)
+        ax.set_yticklabels([f"stage {s}" for s in range(stages)] + ["consumers:\nwgmma,\nepilogue"], fontsize=TEXT_PT)
+        ax.tick_params(labelsize=TEXT_PT)
         ax.set_ylim(-0.6, stages + 0.9)
         ax.set_title(f"{label}: {stages} stage{'s' if stages > 1 else ''}, {p['k_tiles']} K tiles per tile, "
                      f"{p['tiles_per_cta']} tile{'s' if p['tiles_per_cta'] > 1 else ''} per CTA x {p['ctas']} "
-                     f"CTA{'s' if p['ctas'] > 1 else ''}; in this model the tensor cores are busy "
-                     f"{model['mma_busy']:.0%} of the time", fontsize=9.5, loc="left")
+                     f"CTA{'s' if p['ctas'] > 1 else ''};\nin this model the tensor cores are busy "
+                     f"{model['mma_busy']:.0%} of the time", fontsize=TEXT_PT, loc="left")
     axes[-1].set_xlim(0, span * 1.01)
     axes[-1].set_xlabel("time (model units: not measured)")
     handles = [Patch(facecolor="#999999", alpha=0.3, edgecolor="black", label="TMA load in flight into the stage"),
                Patch(facecolor="#999999", alpha=0.85, edgecolor="black", label="stage full until released"),
                Patch(facecolor="#bbbbbb", hatch="//", edgecolor="black", label="epilogue")]
-    fig.legend(handles=handles, fontsize=8.5, loc="outside upper center", ncol=3, title=title, title_fontsize=11,
-               frameon=False)
+    axes[0].legend(handles=handles, fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.25), ncol=2,
+                   frameon=False, borderaxespad=0.2)
+    fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     p = next(iter(models.values()))["params"]
     return set_caption(fig, "A schematic from gemm_course.sim.pipeline_model, not a measurement: the stage counts, K tiles "
                             f"and tiles per CTA follow the configs; the durations are made up (a load takes {p['load']:g} "
                             f"units from issue to landing, a K tile's wgmma {p['mma']:g}, an epilogue {p['epilogue']:g}). "
-                            "Colour = stage; t<i> k<j>: K tile j of the CTA's i-th tile.")
+                            "Colour = stage; t<i> k<j>: K tile j of the CTA's i-th tile.", alt="Schematic timeline")
 
 
 def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over time (model)") -> Figure:
@@ -233,9 +254,9 @@ def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over 
     axes[-1].set_xlim(0, span * 1.01)
     axes[-1].set_xlabel("time (model units, not measured)", fontsize=TEXT_PT)
     fig.suptitle(title, fontsize=TEXT_PT + 1)
-    return readable_caption(fig, "From gemm_course.sim.tmem_plan: tile t uses stage t mod acc_stages; solid: "
-                                 "the MMA warp writes the stage, hatched: the epilogue reads it. With one stage "
-                                 "the next tile's MMAs wait for the epilogue; with two they overlap it.")
+    return set_caption(fig, "From gemm_course.sim.tmem_plan: tile t uses stage t mod acc_stages; solid: "
+                            "the MMA warp writes the stage, hatched: the epilogue reads it. With one stage "
+                            "the next tile's MMAs wait for the epilogue; with two they overlap it.", alt="Timeline of tensor-memory columns")
 
 
 TIMELINE_PHASES = (  # (label, from point, to point) of a `scripts/gpu_timeline.py` record; None: the first entry
@@ -254,7 +275,7 @@ def launch_timeline(records: Sequence[dict], title: str = "Where a persistent la
     """Records of kind ``timeline`` (``scripts/gpu_timeline.py``): one bar per step and shape, cut at
     the median CTA's points, plus the slowest CTA's extra time to exit; one panel per shape."""
     shapes = sorted({shape_of(r) for r in records}, key=lambda s: s[0] * s[1] * s[2])
-    fig = new_figure(10.5, 1.2 + 0.55 * len(records) + 0.5 * len(shapes))
+    fig = new_figure(PAGE_WIDTH, 1.9 + 0.5 * len(records) + 0.6 * len(shapes))
     axes = fig.subplots(len(shapes), 1, squeeze=False)[:, 0]
     for ax, shape in zip(axes, shapes):
         rows = [r for r in records if shape_of(r) == shape]
@@ -265,21 +286,23 @@ def launch_timeline(records: Sequence[dict], title: str = "Where a persistent la
                 ax.barh(y, t1 - t0, left=t0, height=0.6, color=color, label=label if y == 0 else None)
                 if label.startswith("main"):
                     ax.text((t0 + t1) / 2, y, f"{(t1 - t0) / r['last_exit_us']:.0%}", ha="center", va="center",
-                            fontsize=8, color="white")
+                            fontsize=TEXT_PT, color="white")
             ax.barh(y, r["last_exit_us"] - points["exit"], left=points["exit"], height=0.6, color="white",
                     edgecolor="#333333", hatch="///", label="slowest CTA's extra" if y == 0 else None)
-            ax.text(r["last_exit_us"], y, f"  {r['last_exit_us']:.1f} us", va="center", fontsize=8)
+            ax.text(r["last_exit_us"], y, f"  {r['last_exit_us']:.1f} us", va="center", fontsize=TEXT_PT)
         ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([r["step"] for r in rows], fontsize=9)
+        ax.set_yticklabels([r["step"] for r in rows], fontsize=TEXT_PT)
+        ax.tick_params(labelsize=TEXT_PT)
         ax.invert_yaxis()
-        ax.set_xlim(0, max(r["last_exit_us"] for r in rows) * 1.12)
-        ax.set_title(f"{shape[0]}x{shape[1]}x{shape[2]}", fontsize=10, loc="left")
-        ax.set_xlabel("us from the first CTA's entry", fontsize=8)
-    axes[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(title, fontsize=11)
+        ax.set_xlim(0, max(r["last_exit_us"] for r in rows) * 1.16)
+        ax.set_title(f"{shape[0]}x{shape[1]}x{shape[2]}", fontsize=TEXT_PT + 1, loc="left")
+        ax.set_xlabel("us from the first CTA's entry", fontsize=TEXT_PT)
+    axes[0].legend(fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.12), ncol=3, frameon=False,
+                   borderaxespad=0.2)
+    fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     first = records[0]
     return set_caption(fig, f"scripts/gpu_timeline.py on {first.get('gpu')}, {first.get('date', '')[:10]}: one thread "
                             "per CTA writes %globaltimer at fixed points of an instrumented copy of the step's kernel; "
                             "bars cut at the median CTA's points (medians over CTAs and launches), the percentage is "
                             "the main loops' share of the launch. The workspace is zeroed before each launch, so the "
-                            "first loads find L2 cold.")
+                            "first loads find L2 cold.", alt="Stacked horizontal bar chart of a launch's phases")

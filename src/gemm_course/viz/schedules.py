@@ -8,11 +8,25 @@ from typing import Optional, Sequence
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.collections import LineCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
-from ._style import PAGE_WIDTH, TEXT_PT, new_figure, readable_caption, set_caption
+from ._style import PAGE_WIDTH, TEXT_PT, new_figure, set_caption, wrap_title
+
+
+def _outline(cells) -> list:
+    """The boundary of a set of (row, col) cells, as line segments in (x, y) = (col, row) coordinates."""
+    cells = set(map(tuple, cells))
+    segments = []
+    for m, n in cells:
+        for dm, dn, seg in ((-1, 0, ((n - 0.5, m - 0.5), (n + 0.5, m - 0.5))), (1, 0, ((n - 0.5, m + 0.5), (n + 0.5, m + 0.5))),
+                            (0, -1, ((n - 0.5, m - 0.5), (n - 0.5, m + 0.5))), (0, 1, ((n + 0.5, m - 0.5), (n + 0.5, m + 0.5)))):
+            if (m + dm, n + dn) not in cells:
+                segments.append(seg)
+    return segments
 
 
 def tile_orders(tiles_m: int, tiles_n: int, kinds: Sequence[str] = ("row", "grouped", "gilbert"), group: int = 4,
@@ -24,40 +38,51 @@ def tile_orders(tiles_m: int, tiles_n: int, kinds: Sequence[str] = ("row", "grou
     """
     from .. import tile_order
 
-    panel = 4.6
-    fig = new_figure(panel * len(kinds) + 0.6, panel * tiles_m / tiles_n + 2.0)
-    axes = np.atleast_1d(fig.subplots(1, len(kinds)))
-    show_numbers = tiles_m * tiles_n <= 256
+    # Side by side at page width; each tile numbered when its cell holds a 9-pt number.
+    panel = (PAGE_WIDTH - 0.9 - 0.5 * len(kinds)) / len(kinds)
+    cell = min(panel / tiles_n, 0.5)
+    panel_w, panel_h = cell * tiles_n, cell * tiles_m
+    fig = new_figure(min(PAGE_WIDTH, len(kinds) * (panel_w + 0.5) + 0.9), panel_h + 2.0)
+    axes = np.atleast_1d(fig.subplots(1, len(kinds), sharey=True))
+    digits = len(str(tiles_m * tiles_n - 1))
+    show_numbers = cell >= 0.085 * digits + 0.07
     for ax, kind in zip(axes, kinds):
         path = tile_order.order(kind, tiles_m, tiles_n, group=group)
         visit = np.zeros((tiles_m, tiles_n), dtype=int)
         for i, (m, n) in enumerate(path):
             visit[m, n] = i
-        ax.imshow(visit, cmap="viridis", aspect="equal", interpolation="nearest")
+        img = ax.imshow(visit, cmap="viridis", aspect="equal", interpolation="nearest")
         ys, xs = zip(*path)
-        ax.plot(xs, ys, color="white", linewidth=0.8, alpha=0.55)
+        ax.plot(xs, ys, color="white", linewidth=0.8 if show_numbers else 1.2, alpha=0.55 if show_numbers else 0.8)
         ax.plot(xs[0], ys[0], "o", color="white", markersize=5)
         if show_numbers:
             for (m, n), i in np.ndenumerate(visit):
-                ax.text(n, m, str(i), ha="center", va="center", fontsize=7, fontweight="bold",
+                ax.text(n, m, str(i), ha="center", va="center", fontsize=TEXT_PT, fontweight="bold",
                         color="white" if i < visit.max() * 0.6 else "black")
         if wave:
-            for m, n in path[:wave]:
-                ax.add_patch(Rectangle((n - 0.5, m - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.2))
-        ax.set_title(f"{kind}" + (f" (group {group})" if kind == "grouped" else ""), fontsize=10)
-        ax.set_xlabel("tile column n (panel of B)")
-        ax.set_ylabel("tile row m (panel of A)")
-    fig.suptitle(f"Tile visit order over a {tiles_m} x {tiles_n} grid of output tiles", fontsize=11)
-    note = f" Red outlines: the first wave of {wave} tiles." if wave else ""
-    return set_caption(fig, "Numbers: the order in which CTAs take tiles (gemm_course.tile_order)." + note)
+            ax.add_collection(LineCollection(_outline(path[:wave]), colors="red", linewidths=2.0))
+        ax.set_title(f"{kind}" + (f" (group {group})" if kind == "grouped" else ""), fontsize=TEXT_PT + 1)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("tile column n\n(panel of B)")
+        ax.tick_params(labelsize=TEXT_PT)
+    axes[0].set_ylabel("tile row m (panel of A)")
+    if not show_numbers:
+        fig.colorbar(img, ax=list(axes), location="bottom", shrink=0.6, aspect=35, label="visit order (0 first)")
+    fig.suptitle(wrap_title(f"Tile visit order over a {tiles_m} x {tiles_n} grid of output tiles", 72),
+                 fontsize=TEXT_PT + 2)
+    note = f" Red outline: the first wave of {wave} tiles." if wave else ""
+    what = ("Numbers: the order in which CTAs take tiles" if show_numbers else
+            "Colour: the order in which CTAs take tiles (dark first); the white line follows the path from the dot")
+    return set_caption(fig, f"{what} (gemm_course.tile_order).{note}", alt="Grids of tiles coloured by visit order")
 
 
 def l2_panels(traffic: dict, title: str = "") -> Figure:
-    """``traffic = {order: gemm_course.sim.L2Traffic}``: distinct A and B panels per wave (left) and
+    """``traffic = {order: gemm_course.sim.L2Traffic}``: distinct A and B panels per wave (top) and
     the panel bytes the model reads from DRAM in total, against the floor of reading each panel once."""
     kinds = list(traffic)
-    fig = new_figure(10.5, 4.4)
-    left, right = fig.subplots(1, 2, width_ratios=[1.4, 1])
+    fig = new_figure(PAGE_WIDTH, 7.4)
+    left, right = fig.subplots(2, 1, height_ratios=[1.2, 1])
     for kind in kinds:
         t = traffic[kind]
         per_wave = [a + b for a, b in zip(t.a_per_wave, t.b_per_wave)]
@@ -67,66 +92,67 @@ def l2_panels(traffic: dict, title: str = "") -> Figure:
     left.set_ylabel("distinct panels in the wave (A + B)")
     left.set_ylim(bottom=0)
     left.grid(alpha=0.3)
-    left.legend(fontsize=8)
-    left.set_title("panels each wave touches", fontsize=10)
+    left.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    left.set_title("Panels each wave touches", fontsize=TEXT_PT + 1, loc="left")
     x = np.arange(len(kinds))
     a = [traffic[k].a_panels * traffic[k].a_panel_bytes / 1e9 for k in kinds]
     b = [traffic[k].b_panels * traffic[k].b_panel_bytes / 1e9 for k in kinds]
     right.bar(x, a, 0.6, label="A panels", color="#4c72b0")
     bars = right.bar(x, b, 0.6, bottom=a, label="B panels", color="#dd8452")
-    right.bar_label(bars, labels=[f"{ai + bi:.2f} GB" for ai, bi in zip(a, b)], fontsize=8, padding=2)
+    right.bar_label(bars, labels=[f"{ai + bi:.2f} GB" for ai, bi in zip(a, b)], fontsize=TEXT_PT, padding=2)
     floor = traffic[kinds[0]].min_bytes / 1e9
     right.axhline(floor, color="black", linestyle="--", linewidth=1, label=f"every panel once: {floor:.2f} GB")
     right.set_xticks(x)
-    right.set_xticklabels(kinds, fontsize=9)
+    right.set_xticklabels(kinds, fontsize=TEXT_PT)
     right.set_ylabel("GB read from DRAM (model)")
     right.margins(y=0.15)
-    right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    right.set_title("total, one wave in L2 at a time", fontsize=10)
+    right.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    right.set_title("Total, one wave in L2 at a time", fontsize=TEXT_PT + 1, loc="left")
+    for ax in (left, right):
+        ax.tick_params(labelsize=TEXT_PT)
     t0 = traffic[kinds[0]]
-    fig.suptitle(title or "L2 panel model", fontsize=11)
+    fig.suptitle(wrap_title(title or "L2 panel model", 72), fontsize=TEXT_PT + 2)
     return set_caption(fig, "gemm_course.sim.l2_traffic: the order is cut into waves (one tile per cluster); each wave "
                             "reads every distinct A row panel and B column panel it needs once, and nothing survives "
                             f"from one wave to the next. A model, not a measurement. A panel: {t0.a_panel_bytes / 2**20:g} "
-                            f"MiB of A, {t0.b_panel_bytes / 2**20:g} MiB of B; {t0.waves} waves.")
+                            f"MiB of A, {t0.b_panel_bytes / 2**20:g} MiB of B; {t0.waves} waves.", alt="Line chart and bar chart")
 
 
 def persistent_grid(schedule: dict, title: str = "", cluster_shape=(2, 1)) -> Figure:
-    """Two views of a :func:`gemm_course.sim.persistent_schedule`: cluster-tiles colored by the cluster that computes
-    them (numbered), and by wave, with the last, partial wave outlined."""
+    """A :func:`gemm_course.sim.persistent_schedule` on its grid of cluster-tiles: each numbered with the
+    cluster that computes it, coloured by the wave (the iteration of that cluster's loop) it runs in,
+    the last, partial wave outlined."""
     owner, wave = schedule["owner"], schedule["wave"]
     rows, cols = owner.shape
-    fig = new_figure(11.5, 5.6 * rows / max(cols, 1) + 1.8)
-    left, right = fig.subplots(1, 2)
-    base = list(colormaps["tab20"].colors) + list(colormaps["tab20b"].colors) + list(colormaps["tab20c"].colors)
-    left.imshow(owner, cmap=ListedColormap([base[i % len(base)] for i in range(schedule["clusters"])]),
-                vmin=-0.5, vmax=schedule["clusters"] - 0.5, interpolation="nearest")
-    small = rows * cols <= 400
+    cell = min(0.45, (PAGE_WIDTH - 2.3) / cols, 6.5 / rows)  # inches; the legend takes the right
+    fig = new_figure(PAGE_WIDTH, cell * rows + 1.6)
+    ax = fig.subplots()
+    waves = schedule["waves"]
+    shades = [colormaps["Blues"](0.2 + 0.6 * w / max(1, waves - 1)) for w in range(waves)]
+    ax.imshow(wave, cmap=ListedColormap(shades), vmin=-0.5, vmax=waves - 0.5, interpolation="nearest")
+    numbers = cell >= 0.08 * len(str(schedule["clusters"] - 1)) + 0.03  # room for a 9-pt number in each cell
     for (m, n), c in np.ndenumerate(owner):
-        if small:
-            left.text(n, m, str(c), ha="center", va="center", fontsize=6.5)
-    left.set_title(f"cluster computing each cluster-tile ({schedule['clusters']} clusters)", fontsize=10)
-    wcmap = ListedColormap([colormaps["Blues"](0.25 + 0.6 * w / max(1, schedule["waves"] - 1))
-                            for w in range(schedule["waves"])])
-    right.imshow(wave, cmap=wcmap, vmin=-0.5, vmax=schedule["waves"] - 0.5, interpolation="nearest")
-    for (m, n), w in np.ndenumerate(wave):
-        if w == schedule["waves"] - 1 and schedule["idle_in_last_wave"]:
-            right.add_patch(Rectangle((n - 0.5, m - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.2))
-        if small:
-            right.text(n, m, str(w + 1), ha="center", va="center", fontsize=6.5,
-                       color="white" if w > schedule["waves"] / 2 else "black")
-    right.set_title(f"wave: the iteration of each cluster's loop, 1 to {schedule['waves']}", fontsize=10)
-    for ax in (left, right):
-        ax.set_xlabel(f"cluster-tile column n ({cluster_shape[1]} CTA tile{'s' if cluster_shape[1] > 1 else ''})")
-        ax.set_ylabel(f"cluster-tile row m ({cluster_shape[0]} CTA tiles)")
-    fig.suptitle(title or f"{schedule['tiles']} cluster-tiles over {schedule['clusters']} persistent clusters", fontsize=11)
+        w = wave[m, n]
+        if w == waves - 1 and schedule["idle_in_last_wave"]:
+            ax.add_patch(Rectangle((n - 0.5, m - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
+        if numbers:
+            ax.text(n, m, str(c), ha="center", va="center", fontsize=TEXT_PT,
+                    color="white" if w > (waves - 1) / 2 else "black")
+    ax.set_xlabel(f"cluster-tile column n ({cluster_shape[1]} CTA tile{'s' if cluster_shape[1] > 1 else ''} each)")
+    ax.set_ylabel(f"cluster-tile row m ({cluster_shape[0]} CTA tiles each)")
+    ax.tick_params(labelsize=TEXT_PT)
+    ax.legend(handles=[Patch(color=shades[w], label=f"wave {w + 1}") for w in range(waves)], loc="upper left",
+              bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize=TEXT_PT, title="colour: wave", title_fontsize=TEXT_PT)
+    fig.suptitle(wrap_title(title or f"{schedule['tiles']} cluster-tiles over {schedule['clusters']} persistent clusters",
+                            72), fontsize=TEXT_PT + 2)
+    ax.set_title("Number: the cluster computing the cluster-tile; colour: the wave it runs in", fontsize=TEXT_PT + 1)
     counts = collections.Counter(schedule["tiles_per_cluster"])
     spread = ", ".join(f"{n} clusters compute {t}" for t, n in sorted(counts.items(), reverse=True))
     note = (f"The last wave has {schedule['last_wave_tiles']} cluster-tiles for {schedule['clusters']} clusters: "
             f"{schedule['idle_in_last_wave']} clusters are idle while it runs (red outlines)."
             if schedule["idle_in_last_wave"] else "Every wave is full.")
     return set_caption(fig, f"From the step's own scheduler functions (grid size, cluster_tile); {spread} cluster-tiles. "
-                            + note)
+                            + note, alt="Grid of cluster-tiles, numbered by cluster, coloured by wave")
 
 
 def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show: int = 12) -> Figure:
@@ -138,33 +164,37 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
     from .. import schedule
 
     picked = list(range(min(show // 2, clusters))) + list(range(max(clusters - show // 2, show // 2), clusters))
-    fig = new_figure(11.5, 0.28 * len(picked) * 2 + 2.2)
-    axes = fig.subplots(1, 2, sharey=True)
+    fig = new_figure(PAGE_WIDTH, 2 * (0.24 * len(picked) + 0.75) + 1.0)
+    axes = fig.subplots(2, 1)
     base = list(colormaps["tab20"].colors)
     for ax, enabled in zip(axes, (False, True)):
         plans = schedule.plan(tiles, clusters, k_tiles, enabled)
         whole = schedule.split_tail(tiles, clusters, k_tiles, enabled)[0]
         longest = max(sum(e - b for _, b, e in units) for units in plans)
+        per_inch = longest / 5.3  # K tiles per inch of the axis, roughly: a number is drawn where it fits
         for row, c in enumerate(picked):
             t = 0
             for index, b, e in plans[c]:
                 ax.barh(row, e - b, left=t, color=base[index % len(base)], edgecolor="black", linewidth=0.4,
                         hatch="///" if b > 0 else None)
-                if index >= whole and e - b > 0.08 * longest:
-                    ax.text(t + (e - b) / 2, row, str(index), ha="center", va="center", fontsize=6)
+                if index >= whole and (e - b) / per_inch >= 0.08 * len(str(index)) + 0.06:
+                    ax.text(t + (e - b) / 2, row, str(index), ha="center", va="center", fontsize=TEXT_PT)
                 t += e - b
         ax.axvline(longest, color="red", linewidth=1)
         busy = schedule.busy_fraction(tiles, clusters, k_tiles, enabled)
-        ax.set_title(f"{'split tail' if enabled else 'whole tiles only'}: longest cluster {longest} K tiles, "
-                     f"{busy:.1%} busy", fontsize=9.5)
-        ax.set_xlabel("K tiles of work, in the order the cluster runs them")
-    axes[0].set_yticks(range(len(picked)), [f"cluster {c}" for c in picked], fontsize=7)
-    axes[0].invert_yaxis()
-    fig.suptitle(title or f"{tiles} cluster-tiles of {k_tiles} K tiles over {clusters} clusters", fontsize=11)
+        ax.set_title(f"{'Split tail' if enabled else 'Whole tiles only'}: longest cluster {longest} K tiles, "
+                     f"{busy:.1%} busy", fontsize=TEXT_PT + 1, loc="left")
+        ax.set_yticks(range(len(picked)), [f"cluster {c}" for c in picked])
+        ax.invert_yaxis()
+        ax.tick_params(labelsize=TEXT_PT)
+    axes[-1].set_xlabel("K tiles of work, in the order the cluster runs them")
+    fig.suptitle(wrap_title(title or f"{tiles} cluster-tiles of {k_tiles} K tiles over {clusters} clusters", 72),
+                 fontsize=TEXT_PT + 2)
     return set_caption(fig, "From gemm_course.schedule.plan, the functions the kernel traces. Numbers name tail "
                             "tiles; hatched parts start mid-tile and hand a partial sum to the cluster that "
                             "computed the tile's first K tile. The red line is when the last cluster finishes, "
-                            "if every K tile took the same time and the hand-over were free.")
+                            "if every K tile took the same time and the hand-over were free.",
+                       alt="Two horizontal bar charts of each cluster's work")
 
 
 def clc_timeline(schedule, title: str = "") -> Figure:
@@ -199,11 +229,11 @@ def clc_timeline(schedule, title: str = "") -> Figure:
     taken = sum(r.taken for r in schedule.runs)
     ax.set_title(title or f"{schedule.num_clusters} cluster-tiles, at most {schedule.resident} clusters resident",
                  fontsize=TEXT_PT + 1)
-    return readable_caption(fig, f"Event model of step 8's scheduler (gemm_course.sim.clc_schedule, policy "
-                                 f"'{schedule.policy}'): {len(clusters)} clusters launched and computed "
-                                 f"{len(schedule.runs) - taken} tiles of their own; {taken} launches were "
-                                 "cancelled and their tiles taken over by running clusters. Numbers: the "
-                                 "cluster-tile index.")
+    return set_caption(fig, f"Event model of step 8's scheduler (gemm_course.sim.clc_schedule, policy "
+                            f"'{schedule.policy}'): {len(clusters)} clusters launched and computed "
+                            f"{len(schedule.runs) - taken} tiles of their own; {taken} launches were "
+                            "cancelled and their tiles taken over by running clusters. Numbers: the "
+                            "cluster-tile index.", alt="Timeline, one row per cluster")
 
 
 def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the grid lands in") -> Figure:
@@ -219,18 +249,27 @@ def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the g
     palette = [colormaps["tab10"](i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]  # no grey: grey means unknown
     color = {g: palette[i % len(palette)] for i, g in enumerate(known)}
     by_place = sorted(range(len(cluster_sms)), key=lambda c: places[c])
-    fig = new_figure(11, 2.6)
+    per_row = min(len(cluster_sms), 22)  # each strip wrapped into rows of 22 cells, a 9-pt number in each
+    lines = -(-len(cluster_sms) // per_row)
+    fig = new_figure(PAGE_WIDTH, 2 * (0.3 * lines + 0.35) + 0.9)
     ax = fig.subplots()
-    for row, clusters in enumerate((list(range(len(cluster_sms))), by_place)):
-        for x, c in enumerate(clusters):
-            ax.add_patch(Rectangle((x, 1 - row), 0.92, 0.8, color=color.get(gpc[c], "#cccccc")))
-            ax.text(x + 0.46, 1.4 - row, str(c), ha="center", va="center", fontsize=5)
-    ax.set_xlim(0, len(cluster_sms))
-    ax.set_ylim(-0.1, 1.9)
-    ax.set_yticks([1.4, 0.4], ["cluster index", "place in a wave\n(gpc_order)"], fontsize=8)
-    ax.set_xticks([])
-    ax.set_title(title, fontsize=11)
+    y = 0.0
+    for strip, (name, clusters) in enumerate((("By cluster index, as the hardware deals them out", list(range(len(cluster_sms)))),
+                                              ("By place in a wave (gpc_order)", by_place))):
+        ax.text(0, y - 0.15, name, ha="left", va="bottom", fontsize=TEXT_PT + 1)
+        for i, c in enumerate(clusters):
+            x, row = i % per_row, i // per_row
+            ax.add_patch(Rectangle((x, y + row), 0.92, 0.85, color=color.get(gpc[c], "#cccccc"),
+                                   gid=f"{('index', 'place')[strip]} {c}"))
+            ax.text(x + 0.46, y + row + 0.43, str(c), ha="center", va="center", fontsize=TEXT_PT,
+                    gid=f"{('index', 'place')[strip]} {c}")
+        y += lines + 1.1
+    ax.set_xlim(-0.05, per_row)
+    ax.set_ylim(y - 0.95, -0.9)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     return set_caption(fig, f"gemm_course.placement probes on {probe.get('gpu')}, {probe.get('date', '')[:10]}: one colour "
                             "per GPC (grey: an SM no probe cluster of 8 or 16 reached, GPC unknown); numbers are cluster "
                             "indices. Top: consecutive clusters land in different GPCs. Bottom: the same clusters "
-                            "in the order their tiles take in each wave.")
+                            "in the order their tiles take in each wave.", alt="Two strips of cells coloured by GPC")
