@@ -109,13 +109,34 @@ def test_stream_k_tail_is_correct_launch_after_launch(key):
         assert schedule.split_tail(tiles, launched, k_tiles)[1] > 0, (m, n, k)  # the tail is split
         a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
         ref = reference(a, b)
-        launch = run.prepare(step, a, b, c)
+        launch = run.prepare(step, a, b, c, step.default)  # the 128 x 256 tile the tail counts above assume
         for _ in range(3):
             c.fill_(float("nan"))
             launch()
             torch.cuda.synchronize()
             assert relative_error(c, ref) < run.TOLERANCE
         assert int(launch.workspace[1].abs().sum()) == 0  # every flag reset by its finisher
+
+
+@pytest.mark.skipif(arch.machine().target != "sm_90a", reason="the tile rule is step 11's, a Hopper kernel")
+def test_every_tile_the_rule_chooses_is_correct():
+    """Step 11 without a config runs the tile ``tile_rule`` picks for each shape: shapes that make it
+    pick each width and each pipeline (ragged edges, stream-K tails, all-tail grids), every one checked."""
+    from gemm_course import tile_rule
+    from gemm_course.kernels.sm90.step08_persistent import max_clusters
+    from gemm_course.problem import GemmProblem
+
+    step = ladder.get("sm90/11")
+    shapes = [(3072, 3072, 3072), (1000, 3000, 8000), (4096, 1536, 4104), (1024, 2048, 32768), (1024, 1024, 8200),
+              (2304, 2304, 9216), (3072, 1024, 32768), (2048, 2048, 16384), (4096, 4096, 4096), (777, 1544, 2048)]
+    chosen = {step.config_for(GemmProblem(*shape)) for shape in shapes}
+    clusters = max_clusters(tile_rule.CLUSTER_M)
+    picks = {tile_rule.choose(m, n, k, clusters) for m, n, k in shapes}
+    assert {c.tile_n for c in picks} == set(tile_rule.TILE_NS), picks  # the shapes reach every width
+    assert len(chosen) == len(picks) >= 4
+    results = run.check(step, shapes, seed=31)
+    bad = [str(r) for r in results if not r.ok]
+    assert not bad, bad
 
 
 # ---------------------------------------------------------------------------------------------

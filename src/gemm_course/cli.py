@@ -109,7 +109,7 @@ def cmd_check(args):
     from . import run
 
     step = ladder.get(args.step)
-    config = _parse_config(step, args.config)
+    config = _parse_config(step, args.config) if args.config else None  # None: the step's choice per shape
     shapes = _shapes(args.shapes) if args.shapes else None
     run.require_gpu_for(step)
     shapes = shapes or run.shapes_for(step, config, count=args.count)
@@ -139,7 +139,7 @@ def cmd_bench(args):
     jobs = [(s, sh) for s in steps for sh in shapes]
     t0 = time.time()
     for i, (step, shape) in enumerate(jobs, 1):
-        config = _parse_config(step, args.config) if args.config else step.default
+        config = _parse_config(step, args.config) if args.config else None  # None: the step's choice per shape
         problem = GemmProblem(*shape)
         ok, why = step.can_implement(problem, config)
         if not ok:
@@ -151,7 +151,8 @@ def cmd_bench(args):
         print(
             f"[{i}/{len(jobs)}] {step.key:<8} {problem.label:<18} {rec['tflops']['median']:7.1f} TFLOP/s  "
             f"cuBLAS {rec['cublas_tflops']['median']:7.1f}  ratio {rec['ratio_to_cublas']:.3f}  "
-            f"err {rec['rel_error']:.1e}  ({time.time() - t0:.0f} s)"
+            f"err {rec['rel_error']:.1e}  tile {rec['config'].get('tile_m')}x{rec['config'].get('tile_n')}  "
+            f"({time.time() - t0:.0f} s)"
             + "".join(f"  {name} {p['tflops']['median']:.1f} ({p['ratio_to_cublas']:.3f})"
                       for name, p in rec.get("peers", {}).items()),
             file=sys.stderr,

@@ -70,6 +70,12 @@ class Step:
             return False, f"expected a {mod.__name__}.Config, got {type(config).__name__}"
         return mod.check_config(config)
 
+    def config_for(self, problem):
+        """The configuration ``problem`` runs with when none is given: the step module's own choice
+        per shape (a ``config_for(problem)``, step 11 on Hopper) if it has one, else the default."""
+        choose = getattr(self.load(), "config_for", None)
+        return choose(problem) if choose else self.default
+
     def can_implement(self, problem, config=None) -> tuple:
         config = self.default if config is None else config
         ok, why = self.check_config(config)

@@ -53,14 +53,15 @@ class Launcher:
 
 
 def prepare(step, a, b, c, config=None) -> Launcher:
-    """Validate (before any launch), compile for this GPU (cached) and bind the operands."""
+    """Validate (before any launch), compile for this GPU (cached) and bind the operands. Without a
+    ``config``, the step's choice for this shape (``Step.config_for``)."""
     import torch
     from cuda.bindings import driver as cuda
 
     step = ladder.get(step)
-    config = step.default if config is None else config
     target = require_gpu_for(step)
     problem = validate(a, b, c, need_tma=not step.any_shape)
+    config = step.config_for(problem) if config is None else config
     ok, why = step.can_implement(problem, config)
     if not ok:
         raise GemmInputError(f"{step.key} cannot compute {problem.label}: {why}")

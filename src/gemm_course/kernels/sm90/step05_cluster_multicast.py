@@ -53,10 +53,10 @@ class Config(parent.Config):
 def check_config(config: Config):
     if config.tile_m not in (64, 128):
         return False, "tile_m must be 64 (one warpgroup) or 128 (two)"
-    if config.tile_n not in (64, 128, 256):
-        return False, "tile_n must be 64, 128 or 256 (a wgmma N)"
-    if config.mma_n and (config.mma_n not in (64, 128, 256) or config.tile_n % config.mma_n):
-        return False, "mma_n must be 0 (tile_n), 64, 128 or 256, and divide tile_n"
+    if config.tile_n not in (64, 128, 192, 256):
+        return False, "tile_n must be 64, 128, 192 or 256 (a wgmma N)"
+    if config.mma_n and (config.mma_n not in (64, 128, 192, 256) or config.tile_n % config.mma_n):
+        return False, "mma_n must be 0 (tile_n), 64, 128, 192 or 256, and divide tile_n"
     if config.tile_k != 64:
         return False, "tile_k must be 64: one 128-byte swizzle row of bf16"
     if config.cluster_m not in (1, 2) or config.cluster_n not in (1, 2):

@@ -33,6 +33,10 @@ kernel without it (``scripts/gpu_tune.py``, NOTES.md), and chapter 11 shows the 
   (``gemm_course.placement``) and the kernel permutes each full wave's indices so that each
   GPC's clusters take consecutive places on the curve. A permutation of the cluster indices, so
   every tile is still computed once wherever the GPU happens to place the clusters.
+* *A tile per shape* (``config_for``): when the 128 x 256 tiles make only a few waves and fill
+  the last one badly, the host picks 128 x 192 or 128 x 128 tiles, whichever fills its waves
+  best, with the stages that fit (``gemm_course.tile_rule``); with long K the 128 x 256 tile
+  runs four stages. The kernel is the same code for every choice; each is compiled once.
 
 Expected: the course's fastest Hopper kernel, level with cuBLAS (NOTES.md has the sweep).
 
@@ -46,7 +50,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 
-from ... import placement, schedule
+from ... import placement, schedule, tile_rule
 from . import step10_gilbert as parent
 from .step02_wgmma_tma import AB_DTYPE, C_DTYPE
 from .step04_tma_store import EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
@@ -63,6 +67,13 @@ class Config(parent.Config):
 
 
 check_config = parent.check_config
+
+
+def config_for(problem, config: Config = Config()) -> Config:
+    """``config`` with the tile and pipeline ``tile_rule.choose`` picks for ``problem`` on this GPU
+    (what the course runs when no config is given)."""
+    clusters = max_clusters(tile_rule.CLUSTER_M)
+    return dataclasses.replace(config, **tile_rule.choose(problem.m, problem.n, problem.k, clusters).fields())
 
 
 class Plan(NamedTuple):
