@@ -77,3 +77,20 @@ def test_compare_reverses_the_order_every_other_round(monkeypatch):
     out = bench.compare({"step": lambda: "step", "cublas": lambda: "cublas"}, warmup=0, repeats=3, rounds=4)
     assert calls == ["step", "cublas", "cublas", "step", "step", "cublas", "cublas", "step"]
     assert all(len(v["each"]) == 12 for v in out.values())
+
+
+@pytest.mark.fast
+def test_broad_sweep_covers_the_classes():
+    from gemm_course import bench
+
+    classes = bench.broad_sweep_shapes()
+    assert {s[0] for s in classes["square"]} >= {2048, 3072, 6144, 7168, 10240, 12288, 16384}
+    for m in bench.LLM_MS:  # every N and every K once for each M
+        rows = [s for s in classes["llm"] if s[0] == m]
+        assert sorted(n for _, n, _ in rows) == sorted(bench.LLM_NKS) == sorted(k for _, _, k in rows)
+    few = classes["few-wave long-K"]
+    assert {(m, n) for m, n, _ in few} >= {(m, n) for m in bench.FEW_WAVE_MNS for n in bench.FEW_WAVE_MNS}
+    assert {k for _, _, k in few} >= set(bench.FEW_WAVE_KS)
+    assert bench.shape_class(2304, 2304, 9216) == "few-wave long-K" and bench.shape_class(5, 5, 5) == "other"
+    every = [s for group in classes.values() for s in group]
+    assert len(every) == len(set(every)) == 46

@@ -32,7 +32,7 @@ import statistics
 import subprocess
 from typing import Callable, Optional, Sequence
 
-from . import ladder
+from . import ladder, records
 from .problem import GemmProblem, make_inputs, reference, relative_error
 from .records import RESULTS_DIR, latest, load_records  # noqa: F401  (the chapters call bench.load_records, bench.latest)
 
@@ -190,6 +190,36 @@ def gpu_slug(name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------------------------
+# the broad sweep: the shape classes the final kernel is judged on
+# ---------------------------------------------------------------------------------------------
+
+SWEEP_SQUARES = (2048, 3072, 4096, 6144, 7168, 8192, 10240, 12288, 16384)
+LLM_MS = (4096, 8192, 16384)
+LLM_NKS = (1536, 2048, 3584, 4096, 5120, 7168, 11008, 14336, 28672)
+FEW_WAVE_MNS = (1024, 2048, 3072)
+FEW_WAVE_KS = (8192, 16384, 32768)
+
+
+def broad_sweep_shapes() -> dict:
+    """{class: [(m, n, k), ...]}: squares 2048-16384 (non-powers of two included); LLM shapes, for
+    each M every N and every K once (a Latin square over the nine values: 27 of the 243); few-wave
+    long-K shapes, every (M, N) pair with the three Ks in turn, plus 2304 x 2304 x 9216."""
+    values = len(LLM_NKS)
+    llm = [(m, LLM_NKS[j], LLM_NKS[(j + 3 * i) % values]) for i, m in enumerate(LLM_MS) for j in range(values)]
+    pairs = [(m, n) for m in FEW_WAVE_MNS for n in FEW_WAVE_MNS]
+    few = [(m, n, FEW_WAVE_KS[(i + i // 3) % len(FEW_WAVE_KS)]) for i, (m, n) in enumerate(pairs)] + [(2304, 2304, 9216)]
+    return {"square": [(s, s, s) for s in SWEEP_SQUARES], "llm": llm, "few-wave long-K": few}
+
+
+def shape_class(m: int, n: int, k: int) -> str:
+    """The broad sweep's class of a shape (``other`` outside it)."""
+    for name, shapes in broad_sweep_shapes().items():
+        if (m, n, k) in shapes:
+            return name
+    return "other"
+
+
 PEERS = ("triton",)  # kernels a reader would otherwise use, timed beside cuBLAS on request
 
 
@@ -257,7 +287,7 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
         "step": step.key,
         "title": step.title,
         "config": dataclasses.asdict(config),
-        "config_source": "the step's choice for the shape" if chosen else "given",
+        "config_source": records.CHOSEN_PER_SHAPE if chosen else "given",
         "shape": {"m": problem.m, "n": problem.n, "k": problem.k},
         **(env or environment()),
         "clocks_before": clocks_before,

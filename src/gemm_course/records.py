@@ -68,13 +68,23 @@ def newest_run(records: Sequence[dict]) -> list:
     return [r for r in records if r["_file"] == newest]
 
 
+CHOSEN_PER_SHAPE = "the step's choice for the shape"  # a bench record's config_source when no config was given
+
+
 def has_default_config(record: dict, step) -> bool:
-    """Whether ``record`` ran ``step``'s (a ``ladder.Step``) current default config."""
+    """Whether ``record`` ran ``step`` (a ``ladder.Step``) as the course runs it: its current default
+    config, or, for a step that picks per shape (``config_source`` says so), the default in every
+    field but those ``tile_rule`` sets."""
     if record.get("config") is None:
         return False
     default = dataclasses.asdict(step.default)
     legacy = {k: v for k, v in LEGACY_FIELDS.items() if k in default}
-    return {**legacy, **record["config"]} == default
+    config = {**legacy, **record["config"]}
+    if record.get("config_source") == CHOSEN_PER_SHAPE:
+        from .tile_rule import Choice
+
+        return all(config.get(k) == v for k, v in default.items() if k not in Choice._fields)
+    return config == default
 
 
 def config_changes(record: dict, step=None) -> dict:
