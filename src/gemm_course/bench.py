@@ -206,7 +206,7 @@ def broad_sweep_shapes() -> dict:
     each M every N and every K once (a Latin square over the nine values: 27 of the 243); few-wave
     long-K shapes, every (M, N) pair with the three Ks in turn, plus 2304 x 2304 x 9216."""
     values = len(LLM_NKS)
-    llm = [(m, LLM_NKS[j], LLM_NKS[(j + 3 * i) % values]) for i, m in enumerate(LLM_MS) for j in range(values)]
+    llm = [(m, LLM_NKS[j], LLM_NKS[(j + 3 * i + 1) % values]) for i, m in enumerate(LLM_MS) for j in range(values)]
     pairs = [(m, n) for m in FEW_WAVE_MNS for n in FEW_WAVE_MNS]
     few = [(m, n, FEW_WAVE_KS[(i + i // 3) % len(FEW_WAVE_KS)]) for i, (m, n) in enumerate(pairs)] + [(2304, 2304, 9216)]
     return {"square": [(s, s, s) for s in SWEEP_SQUARES], "llm": llm, "few-wave long-K": few}
