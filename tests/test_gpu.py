@@ -130,7 +130,7 @@ def test_every_tile_the_rule_chooses_is_correct():
     shapes = [(3072, 3072, 3072), (1000, 3000, 8000), (4096, 1536, 4104), (1024, 2048, 32768), (1024, 1024, 8200),
               (2304, 2304, 9216), (3072, 1024, 32768), (2048, 2048, 16384), (4096, 4096, 4096), (777, 1544, 2048)]
     chosen = {step.config_for(GemmProblem(*shape)) for shape in shapes}
-    clusters = max_clusters(tile_rule.CLUSTER_M)
+    clusters = max_clusters(tile_rule.CLUSTER_SIZE)
     picks = {tile_rule.choose(m, n, k, clusters) for m, n, k in shapes}
     assert {c.tile_n for c in picks} == set(tile_rule.TILE_NS), picks  # the shapes reach every width
     assert len(chosen) == len(picks) >= 4

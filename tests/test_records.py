@@ -217,3 +217,46 @@ def test_roofline_points_come_from_the_newest_records():
     ratio = records.sustained_clock_ratio([records.latest(recs, "sm90/11", 8192, 8192, 8192)])
     assert ratio is not None and 0.5 < ratio <= 1.0
     assert records.sustained_clock_ratio([]) is None
+
+
+def _broad(m, n, k, ratio, date, **config):
+    step = ladder.final("sm90")
+    rec = sweep_record(m, n, k, ratio, date, step=step.key)
+    rec["config"].update(config)
+    rec["config_source"] = records.CHOSEN_PER_SHAPE
+    return rec
+
+
+def test_broad_sweep_takes_each_shapes_newest_record_of_its_order(tmp_path):
+    first = [_broad(2048, 2048, 2048, 0.9, "2030-01-01T00:00:00"), _broad(1024, 1024, 8192, 0.8, "2030-01-01T00:00:01")]
+    again = [_broad(1024, 1024, 8192, 0.85, "2030-01-02T00:00:00", tile_n=128, cluster_m=1, cluster_n=2)]
+    other = [_broad(2048, 2048, 2048, 0.7, "2030-01-03T00:00:00")]
+    given = [dict(_broad(3072, 3072, 3072, 1.5, "2030-01-04T00:00:00", tile_n=64), config_source="given")]
+    recs = []
+    for i, (tag, rows) in enumerate({"broad_sweep": first, "broad_sweep_reversed": other}.items()):
+        recs += write_runs(tmp_path / str(i), {tag: rows})
+    recs += write_runs(tmp_path / "2", {"broad_sweep": again + given})
+    forward = records.broad_sweep(recs)
+    assert [(records.shape_of(r), r["ratio_to_cublas"]) for r in forward] == [
+        ((2048, 2048, 2048), pytest.approx(0.9)), ((1024, 1024, 8192), pytest.approx(0.85))]  # sweep order, newest
+    assert [r["ratio_to_cublas"] for r in records.broad_sweep(recs, order="reversed")] == [pytest.approx(0.7)]
+    assert records.latest_sweep(recs) == forward  # the book's sweep is the broad one
+    classes = records.sweep_classes(forward)
+    assert classes["square"]["shapes"] == 1 and classes["few-wave long-K"]["lowest"] == pytest.approx(0.85)
+    assert classes["all"]["geomean"] == pytest.approx((0.9 * 0.85) ** 0.5) and classes["all"]["triton_geomean"] is None
+
+
+def test_the_committed_broad_sweep_ran_what_the_rule_chooses_today():
+    """Every shape of both committed H200 broad sweeps ran the tile, pipeline and cluster that
+    ``tile_rule`` picks for it now (66 clusters): a rule change must re-measure the shapes it moves
+    (``scripts/gpu_broad_sweep.sh OUT ORDER SHAPE...``)."""
+    from gemm_course import tile_rule
+
+    h200 = [r for r in records.load_records() if r.get("gpu") == "NVIDIA H200"]
+    for order in records.BROAD_SWEEP_ORDERS:
+        sweep = records.broad_sweep(h200, order=order)
+        assert len(sweep) == sum(len(v) for v in bench.broad_sweep_shapes().values())
+        for r in sweep:
+            choice = tile_rule.choose(*records.shape_of(r), 66)
+            assert {f: r["config"][f] for f in choice._fields} == choice._asdict(), (order, records.shape_of(r))
+            assert r["rel_error"] < 1e-2 and "triton" in r["peers"]

@@ -180,17 +180,64 @@ def geomean(values: Iterable[float]) -> float:
 
 
 def latest_sweep(records: Sequence[dict], step: Optional[str] = None) -> list:
-    """The records of ``step`` (default config; default: the final Hopper step) in the newest results
+    """The sweep the book shows of ``step`` (as the course runs it; default: the final Hopper step):
+    the broad sweep (:func:`broad_sweep`) if there is one, else the records of the newest results
     file whose name says ``sweep`` (newest: the file holding the latest record date)."""
     from . import ladder
 
     step = step or ladder.final("sm90").key
+    broad = broad_sweep(records, step)
+    if broad:
+        return broad
     sweep = [r for r in records if r["step"] == step and has_default_config(r, ladder.get(step))
              and "sweep" in r.get("_file", "")]
     if not sweep:
         return []
     newest = max(sweep, key=lambda r: (r.get("date", ""), r["_file"]))["_file"]
     return [r for r in sweep if r["_file"] == newest]
+
+
+BROAD_SWEEP_ORDERS = {"forward": "_broad_sweep.json", "reversed": "_broad_sweep_reversed.json"}
+
+
+def broad_sweep(records: Sequence[dict], step: Optional[str] = None, order: str = "forward") -> list:
+    """``step``'s records (as the course runs it) of the broad sweep in one shape order
+    (``scripts/gpu_broad_sweep.sh``, :func:`gemm_course.bench.broad_sweep_shapes`): for each shape of
+    the sweep, its newest record from the files of that order, in the sweep's shape order. A shape
+    re-measured after a change (the script given shapes) replaces its older record."""
+    from . import bench, ladder
+
+    step = step or ladder.final("sm90").key
+    suffix = BROAD_SWEEP_ORDERS[order]
+    newest = {}
+    for r in records:
+        if r["step"] == step and r.get("_file", "").endswith(suffix) and has_default_config(r, ladder.get(step)):
+            shape = shape_of(r)
+            if shape not in newest or (r.get("date", ""), r["_file"]) > (newest[shape].get("date", ""), newest[shape]["_file"]):
+                newest[shape] = r
+    shapes = [s for group in bench.broad_sweep_shapes().values() for s in group]
+    return [newest[s] for s in shapes if s in newest]
+
+
+def sweep_classes(sweep: Sequence[dict]) -> dict:
+    """{class: summary} of a sweep by the broad sweep's shape classes (``bench.shape_class``): shapes,
+    geometric mean and lowest ratio to cuBLAS, shapes at or above it, and the course's Triton
+    matmul's geometric mean where it was timed (None otherwise); ``all`` for the whole sweep."""
+    from . import bench
+
+    groups: dict = {}
+    for r in sweep:
+        groups.setdefault(bench.shape_class(*shape_of(r)), []).append(r)
+    groups["all"] = list(sweep)
+    out = {}
+    for name, rows in groups.items():
+        ratios = [r["ratio_to_cublas"] for r in rows]
+        triton = [(r.get("peers") or {}).get("triton", {}).get("ratio_to_cublas") for r in rows]
+        out[name] = {"shapes": len(rows), "geomean": geomean(ratios), "lowest": min(ratios),
+                     "lowest_shape": "x".join(map(str, shape_of(min(rows, key=lambda r: r["ratio_to_cublas"])))),
+                     "at_or_above": sum(x >= 1 for x in ratios),
+                     "triton_geomean": geomean(triton) if all(t is not None for t in triton) else None}
+    return out
 
 
 def sweep_summary(sweep: Sequence[dict]) -> dict:

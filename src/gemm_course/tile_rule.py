@@ -8,7 +8,8 @@ small fraction of the run anyway. With few waves it is not: 3072^3 has 144 clust
 256 x 256 (2.18 waves, 73% of the three it pays for), and the kernel ran at 0.85 of cuBLAS there
 on the H200, whose library picks a different tile for such shapes.
 
-So the host compares the candidate tile widths (:data:`TILE_NS`; tile_m 128, clusters of 2 x 1):
+So the host compares the candidate tile widths (:data:`TILE_NS`; tile_m 128, clusters of two CTAs,
+:data:`CLUSTERS`):
 
 * with at least :data:`MANY_WAVES` waves of the widest tile, it keeps the widest (fewest bytes
   per FLOP, and the tail is a small share);
@@ -16,8 +17,10 @@ So the host compares the candidate tile widths (:data:`TILE_NS`; tile_m 128, clu
   ceil(T / G)), the wider of any within :data:`FILL_TIE` of the best.
 
 Each width comes with the stage count its shared memory allows (:data:`STAGES`); the widest tile
-trades its half-tile epilogue for a fourth stage when K is long (:data:`LONG_K`). Chapter 11
-shows the measurements behind every constant (``results/tuning``).
+trades its half-tile epilogue for a fourth stage when K is long (:data:`LONG_K`). The narrowest
+pairs its CTAs along N (they share A): on the few-wave shapes it is picked for, as fast or faster
+than pairs along M, up to 13% at 2048 x 1024 x 16384. Chapter 11 shows the measurements behind
+every constant (``results/tuning``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import math
 from typing import Dict, NamedTuple
 
 TILE_M = 128
-CLUSTER_M = 2
+CLUSTER_SIZE = 2
 TILE_NS = (256, 192, 128)  # widest first: ties go to the wider tile
 MANY_WAVES = 4  # from here on the widest tile's quantization loss is at most 1/8, the tail split recovers most
 FILL_TIE = 0.02  # wave fills this close count as equal
@@ -35,23 +38,27 @@ FILL_TIE = 0.02  # wave fills this close count as equal
 STAGES: Dict[int, tuple] = {256: (3, 128, 2), 192: (4, 96, 2), 128: (6, 32, 2)}
 LONG_K = 16384  # K from which the widest tile runs four stages with a 32-column epilogue (16 KiB staging)
 LONG_K_STAGES = (4, 32, 2)
+CLUSTERS: Dict[int, tuple] = {256: (2, 1), 192: (2, 1), 128: (1, 2)}  # (cluster_m, cluster_n) per width
 
 
 class Choice(NamedTuple):
-    """A tile width and its pipeline: the fields of step 11's ``Config`` the rule sets."""
+    """A tile width, its pipeline and its cluster: the fields of step 11's ``Config`` the rule sets."""
 
     tile_n: int
     stages: int
     epi_n: int
     epi_stages: int
+    cluster_m: int
+    cluster_n: int
 
     def fields(self) -> dict:
         return self._asdict()
 
 
 def cluster_tiles(m: int, n: int, tile_n: int) -> int:
-    """Cluster-tiles of a 128 x ``tile_n`` tile with 2 x 1 clusters covering an m x n output."""
-    return math.ceil(math.ceil(m / TILE_M) / CLUSTER_M) * math.ceil(n / tile_n)
+    """Cluster-tiles of a 128 x ``tile_n`` tile in its clusters (:data:`CLUSTERS`) covering an m x n output."""
+    cluster_m, cluster_n = CLUSTERS[tile_n]
+    return math.ceil(math.ceil(m / TILE_M) / cluster_m) * math.ceil(math.ceil(n / tile_n) / cluster_n)
 
 
 def waves(m: int, n: int, tile_n: int, clusters: int) -> float:
@@ -77,4 +84,4 @@ def choose(m: int, n: int, k: int, clusters: int) -> Choice:
     """The tile and pipeline step 11 runs an m x n x k problem with."""
     tile_n = choose_tile_n(m, n, clusters)
     stages = LONG_K_STAGES if tile_n == TILE_NS[0] and k >= LONG_K else STAGES[tile_n]
-    return Choice(tile_n, *stages)
+    return Choice(tile_n, *stages, *CLUSTERS[tile_n])

@@ -260,6 +260,9 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     return set_caption(fig, " ".join(parts), alt="; ".join(alt))
 
 
+SWEEP_CLASS_COLORS = {"square": "#4c72b0", "llm": "#55a868", "few-wave long-K": "#dd8452"}
+
+
 def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
     """Ratio to cuBLAS (same run) per shape of the newest sweep of ``step`` (default: the final
     Hopper step), with the geometric mean."""
@@ -274,15 +277,17 @@ def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
                 transform=ax.transAxes, fontsize=TEXT_PT + 2)
         ax.axis("off")
         return set_caption(fig, f"No sweep of {step} recorded.")
+    from ..bench import shape_class
+
     labels = [f"{r['shape']['m']}x{r['shape']['n']}x{r['shape']['k']}" for r in sweep]
     ratios = [r["ratio_to_cublas"] for r in sweep]
-    squares = [r["shape"]["m"] == r["shape"]["n"] == r["shape"]["k"] for r in sweep]
+    classes = [shape_class(r["shape"]["m"], r["shape"]["n"], r["shape"]["k"]) for r in sweep]
     triton = [(r.get("peers") or {}).get("triton", {}).get("ratio_to_cublas") for r in sweep]
     peer = all(t is not None for t in triton)  # the course's Triton matmul, timed in the same rounds
     fig = new_figure(PAGE_WIDTH, 0.24 * len(sweep) + 2.3)
     ax = fig.add_subplot()
     y = np.arange(len(sweep))
-    colors = ["#4c72b0" if sq else "#55a868" for sq in squares]
+    colors = [SWEEP_CLASS_COLORS.get(c, SEED) for c in classes]
     ax.hlines(y, 1.0, ratios, colors=colors, linewidth=3)
     ax.scatter(ratios, y, color=colors, s=30, zorder=3)
     blended = ax.get_yaxis_transform()
@@ -294,9 +299,9 @@ def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
     g = geomean(ratios)
     ax.axvline(1.0, color=CUBLAS, linewidth=1.5)
     ax.axvline(g, color="black", linestyle="--", linewidth=1.2)
-    handles = [Patch(color="#4c72b0", label="square"), Patch(color="#55a868", label="LLM-like (M=8192)"),
-               Line2D([], [], color=CUBLAS, linewidth=1.5, label="cuBLAS = 1"),
-               Line2D([], [], color="black", linestyle="--", linewidth=1.2, label=f"geometric mean {g:.3f}")]
+    handles = [Patch(color=SWEEP_CLASS_COLORS.get(c, SEED), label=c) for c in dict.fromkeys(classes)]
+    handles += [Line2D([], [], color=CUBLAS, linewidth=1.5, label="cuBLAS = 1"),
+                Line2D([], [], color="black", linestyle="--", linewidth=1.2, label=f"geometric mean {g:.3f}")]
     if peer:
         ax.scatter(triton, y, marker="x", color="#8172b2", s=36, zorder=3)
         handles.append(Line2D([], [], marker="x", linestyle="none", color="#8172b2",
@@ -312,8 +317,10 @@ def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
     ax.grid(axis="x", alpha=0.3)
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, borderaxespad=0.2)
     fig.suptitle(f"{step} against cuBLAS on {len(sweep)} shapes (medians of per-launch times)", fontsize=TEXT_PT + 2)
+    files = sorted({r.get("_file", "") for r in sweep})
+    more = f" Records from {len(files)} runs: {', '.join(files)}." if len(files) > 1 else ""
     return set_caption(fig, f"Each point: the step's median TFLOP/s over cuBLAS's median, timed interleaved in the same "
-                            f"run; {provenance(sweep[0])}.", alt="Dot plot")
+                            f"run; {provenance(sweep[0])}.{more}", alt="Dot plot")
 
 
 def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable = (),

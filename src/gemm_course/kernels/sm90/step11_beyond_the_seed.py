@@ -35,8 +35,8 @@ kernel without it (``scripts/gpu_tune.py``, NOTES.md), and chapter 11 shows the 
   every tile is still computed once wherever the GPU happens to place the clusters.
 * *A tile per shape* (``config_for``): when the 128 x 256 tiles make only a few waves and fill
   the last one badly, the host picks 128 x 192 or 128 x 128 tiles, whichever fills its waves
-  best, with the stages that fit (``gemm_course.tile_rule``); with long K the 128 x 256 tile
-  runs four stages. The kernel is the same code for every choice; each is compiled once.
+  best, with the stages that fit and, for 128 x 128, CTA pairs along N (``gemm_course.tile_rule``);
+  with long K the 128 x 256 tile runs four stages. The kernel is the same code for every choice; each is compiled once.
 
 Expected: the course's fastest Hopper kernel, level with cuBLAS (NOTES.md has the sweep).
 
@@ -72,7 +72,7 @@ check_config = parent.check_config
 def config_for(problem, config: Config = Config()) -> Config:
     """``config`` with the tile and pipeline ``tile_rule.choose`` picks for ``problem`` on this GPU
     (what the course runs when no config is given)."""
-    clusters = max_clusters(tile_rule.CLUSTER_M)
+    clusters = max_clusters(tile_rule.CLUSTER_SIZE)
     return dataclasses.replace(config, **tile_rule.choose(problem.m, problem.n, problem.k, clusters).fields())
 
 
