@@ -1,10 +1,7 @@
 """The final Hopper kernel's tile per shape (``tile_rule``): its arithmetic, its configurations, and
 its choices against the H200 measurements it was drawn from."""
 
-import gzip
-import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +9,6 @@ from gemm_course import ladder, tile_rule
 from gemm_course.problem import GemmProblem
 
 H200_CLUSTERS = 66  # 132 SMs in clusters of two
-TUNING = Path(__file__).resolve().parents[1] / "results" / "tuning"
 
 
 @pytest.mark.fast
@@ -110,34 +106,19 @@ def test_every_choice_compiles_without_spills(choice):
 @pytest.mark.fast
 @pytest.mark.parametrize("run", ["tune_run36_tile_192", "tune_run37_few_wave_clusters"])
 def test_the_rule_against_its_measurements(run):
-    """On each shape of the H200 run the rule was drawn from, the variant the rule picks is within 5%
-    of the best of its candidates there (the run's noise is 2-3%), and over all shapes it beats
-    the 128 x 256 default, whose few-wave losses it exists for."""
-    data = json.load(gzip.open(TUNING / f"{run}.json.gz", "rt"))
-    by_shape = {}
-    for row in data["rows"]:
-        by_shape.setdefault(row["shape"], {})[row["variant"]] = row["ratio_to_cublas"]
+    """On each shape of the H200 runs the rule was drawn from, the variant the rule picks is within 5%
+    of the best variant timed there (the runs' noise is 2-3%), and over all shapes it beats the
+    128 x 256 default, whose few-wave losses it exists for."""
+    from gemm_course import records
+
     step = ladder.get("sm90/11")
 
-    def ratio(variants, choice):
-        config = step.config(**choice.fields())
-        for name, value in variants.items():
-            if name == "cublas":
-                continue
-            _, _, fields = name.partition(":")
-            changes = {k: type(getattr(step.default, k))(int(v) if v.isdigit() else v == "True")
-                       for k, v in (f.split("=") for f in fields.split(",") if f)}
-            if step.config(**changes) == config:
-                return value
-        raise AssertionError(f"the run has no variant {choice}")
+    def choose(m, n, k):
+        return step.config(**tile_rule.choose(m, n, k, H200_CLUSTERS).fields())
 
-    rule, default = [], []
-    for shape, variants in by_shape.items():
-        m, n, k = map(int, shape.split("x"))
-        picked = ratio(variants, tile_rule.choose(m, n, k, H200_CLUSTERS))
-        best = max(ratio(variants, tile_rule.Choice(tn, *st, *tile_rule.CLUSTERS[tn])) for tn, st in tile_rule.STAGES.items())
+    rows = records.rule_ab(records.load_tuning(run), choose, step)
+    for shape, _, picked, _, best in rows:
         assert picked >= 0.95 * best, (shape, picked, best)
-        rule.append(picked)
-        default.append(variants["sm90/11"])
-    geo = [math.exp(sum(map(math.log, x)) / len(x)) for x in (rule, default)]
-    assert len(rule) >= 12 and geo[0] > geo[1] + 0.02, geo
+    geo = [math.exp(sum(math.log(r[i]) for r in rows) / len(rows)) for i in (2, 3)]
+    n_shapes = len({r["shape"] for r in records.load_tuning(run)["rows"]})
+    assert len(rows) == n_shapes >= 12 and geo[0] > geo[1] + 0.02, geo

@@ -542,8 +542,8 @@ def check_gpc_places(fn, record: Optional[dict] = None) -> str:
 
 
 def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:
-    """The geometric mean over the newest sweep of ``step`` (the final Hopper step by default) of its
-    ratio to cuBLAS (``ratio_to_cublas``)."""
+    """The geometric mean over the sweep the book shows of ``step`` (``records.latest_sweep``; the
+    final Hopper step by default) of its ratio to cuBLAS (``ratio_to_cublas``)."""
     from . import ladder
     from . import records as rec
 
@@ -553,7 +553,7 @@ def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) 
     actual = rec.geomean(r["ratio_to_cublas"] for r in sweep)
     assert math.isclose(value, actual, rel_tol=2e-3), (
         f"not {value:.4f}. Hint: the geometric mean of x_1..x_n is exp(mean(log x_i)); use every record of the "
-        "newest sweep file."
+        "sweep the book shows (records.latest_sweep)."
     )
     return f"right: geometric mean {actual:.3f} over {len(sweep)} shapes"
 

@@ -420,6 +420,41 @@ def ab_table(runs: Sequence[tuple], results_dir: Optional[str] = None) -> str:
     return "\n".join(rows) + "\n\n" + "\n".join(f"* {n}" for n in notes)
 
 
+def variant_config(step, variant: str):
+    """The config a tuning run's variant name (``STEP[:FIELD=VALUE,...]``, as ``scripts/gpu_tune.py``
+    takes it) stands for, or None for a name of another step, a kernel copy or cuBLAS."""
+    key, _, fields = variant.partition(":")
+    if key != step.key:
+        return None
+    changes = {}
+    for item in filter(None, fields.split(",")):
+        name, _, value = item.partition("=")
+        default = getattr(step.default, name)
+        changes[name] = value.lower() in ("1", "true") if isinstance(default, bool) else type(default)(value)
+    return step.config(**changes)
+
+
+def rule_ab(tune: dict, choose, step=None) -> list:
+    """Per shape of a tuning run: ``(shape, chosen config, its ratio to cuBLAS, the default's ratio,
+    best ratio of any variant)``, where ``choose(m, n, k)`` is a per-shape rule's config (e.g. step
+    11's ``config_for``); shapes whose chosen config the run did not time are left out."""
+    from . import ladder
+
+    step = step or ladder.final("sm90")
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in tune["rows"]):
+        rows = [r for r in tune["rows"] if r["shape"] == shape]
+        by_config = {}
+        for r in rows:
+            config = variant_config(step, r["variant"])
+            if config is not None:
+                by_config.setdefault(config, r["ratio_to_cublas"])
+        chosen = choose(*map(int, shape.split("x")))
+        if chosen in by_config and step.default in by_config:
+            out.append((shape, chosen, by_config[chosen], by_config[step.default], max(by_config.values())))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Nsight Compute logs (results/logs/*ncu*.txt)
 # ---------------------------------------------------------------------------------------------
