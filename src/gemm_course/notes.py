@@ -42,6 +42,10 @@ def measured_block(records=None) -> str:
         files = sorted({os.path.basename(r["_file"]) for r in recs if r})
         out.append(f"| {step.key} {step.title} | {_cell(recs[0])} | {_cell(recs[1])} | {', '.join(files) or '-'} |")
     final = ladder.final("sm90")
+    broad = {order: rec.broad_sweep(records, final.key, order) for order in rec.BROAD_SWEEP_ORDERS}
+    if all(broad.values()):
+        out += _broad_sweep_lines(final.key, broad)
+        return "\n".join(out)
     sweep = rec.latest_sweep(records, final.key)
     if sweep:
         summary = rec.sweep_summary(sweep)
@@ -60,6 +64,31 @@ def measured_block(records=None) -> str:
             tflops, cublas = r["tflops"]["median"], r["cublas_tflops"]["median"]
             out.append(f"| {p.label} | {tflops:.0f} | {cublas:.0f} | {r['ratio_to_cublas']:.3f} |")
     return "\n".join(out)
+
+
+def _broad_sweep_lines(step: str, broad: dict) -> list:
+    """The broad sweep in both orders: a line per class and order, then each shape's ratios and
+    tile side by side (``records.broad_sweep``, ``records.sweep_classes``)."""
+    files = sorted({os.path.basename(r["_file"]) for rows in broad.values() for r in rows})
+    out = ["", f"Broad sweep of {step}, each shape with the tile the step picks for it, in two opposite shape orders "
+           f"({', '.join(files)}); Triton is the course's autotuned matmul timed in the same rounds.", "",
+           "| order | class | shapes | geometric mean | lowest | at or above cuBLAS | Triton |", "|---|---|---|---|---|---|---|"]
+    for order, rows in broad.items():
+        for name, c in rec.sweep_classes(rows).items():
+            triton = "-" if c["triton_geomean"] is None else f"{c['triton_geomean']:.3f}"
+            out.append(f"| {order} | {name} | {c['shapes']} | {c['geomean']:.3f} | {c['lowest']:.3f} ({c['lowest_shape']}) "
+                       f"| {c['at_or_above']} | {triton} |")
+    out += ["", "| shape | tile | TFLOP/s | cuBLAS | ratio, forward | ratio, reversed | Triton, forward |",
+            "|---|---|---|---|---|---|---|"]
+    reversed_by_shape = {rec.shape_of(r): r for r in broad["reversed"]}
+    for r in broad["forward"]:
+        back = reversed_by_shape.get(rec.shape_of(r))
+        triton = (r.get("peers") or {}).get("triton", {}).get("ratio_to_cublas")
+        cells = [GemmProblem(*rec.shape_of(r)).label, f"{r['config']['tile_m']}x{r['config']['tile_n']}",
+                 f"{r['tflops']['median']:.0f}", f"{r['cublas_tflops']['median']:.0f}", f"{r['ratio_to_cublas']:.3f}",
+                 f"{back['ratio_to_cublas']:.3f}" if back else "-", f"{triton:.3f}" if triton is not None else "-"]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
 
 
 def render(text: str, block: str) -> str:
