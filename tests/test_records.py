@@ -244,6 +244,7 @@ def test_broad_sweep_takes_each_shapes_newest_record_of_its_order(tmp_path):
     classes = records.sweep_classes(forward)
     assert classes["square"]["shapes"] == 1 and classes["few-wave long-K"]["lowest"] == pytest.approx(0.85)
     assert classes["all"]["geomean"] == pytest.approx((0.9 * 0.85) ** 0.5) and classes["all"]["triton_geomean"] is None
+    assert records.sweep_classes([]) == {} and records.broad_sweep([]) == []
 
 
 def test_the_committed_broad_sweep_ran_what_the_rule_chooses_today():

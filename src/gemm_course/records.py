@@ -222,9 +222,12 @@ def broad_sweep(records: Sequence[dict], step: Optional[str] = None, order: str 
 def sweep_classes(sweep: Sequence[dict]) -> dict:
     """{class: summary} of a sweep by the broad sweep's shape classes (``bench.shape_class``): shapes,
     geometric mean and lowest ratio to cuBLAS, shapes at or above it, and the course's Triton
-    matmul's geometric mean where it was timed (None otherwise); ``all`` for the whole sweep."""
+    matmul's geometric mean where it was timed (None otherwise); ``all`` for the whole sweep; ``{}``
+    for an empty sweep."""
     from . import bench
 
+    if not sweep:
+        return {}
     groups: dict = {}
     for r in sweep:
         groups.setdefault(bench.shape_class(*shape_of(r)), []).append(r)
