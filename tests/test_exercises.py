@@ -372,3 +372,21 @@ def test_code_exercises_of_chapters_2_3_9_10():
     _wrong(exercises.check_grouped_order, lambda i, tm, tn, g: divmod(i, tn), match="column by column")
     assert "right" in exercises.check_wave_footprint(lambda o, w: (len({m for m, _ in o[:w]}), len({n for _, n in o[:w]})))
     _wrong(exercises.check_wave_footprint, lambda o, w: (w, w), match="distinct")
+
+
+@pytest.mark.fast
+def test_check_tile_width():
+    from gemm_course import tile_rule
+
+    def mine(m, n, clusters):
+        if tile_rule.waves(m, n, 256, clusters) >= 4:
+            return 256
+        fills = {w: tile_rule.wave_fill(tile_rule.waves(m, n, w, clusters)) for w in (256, 192, 128)}
+        return next(w for w in (256, 192, 128) if fills[w] >= max(fills.values()) - 0.02)
+
+    assert "right" in exercises.check_tile_width(mine)
+    _wrong(exercises.check_tile_width, lambda m, n, c: 256, match="the rule picks")
+    _wrong(exercises.check_tile_width, lambda m, n, c: max((256, 192, 128),  # no tie: the best fill, even if narrower
+           key=lambda w: (tile_rule.wave_fill(tile_rule.waves(m, n, w, c)), w)) if tile_rule.waves(m, n, 256, c) < 4
+           else 256, match="the rule picks")
+    _wrong(exercises.check_tile_width, lambda m, n, c: ..., match="nothing yet")

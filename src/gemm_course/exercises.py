@@ -541,6 +541,27 @@ def check_gpc_places(fn, record: Optional[dict] = None) -> str:
             "each GPC's clusters take consecutive places, and every cluster one place")
 
 
+def check_tile_width(fn) -> str:
+    """Write ``fn(m, n, clusters)``: the tile width (256, 192 or 128) step 11's host picks for an
+    m x n output on a GPU running ``clusters`` clusters at once (``tile_rule.choose_tile_n``).
+    Compared with the rule on a grid of shapes and two GPU sizes."""
+    from . import tile_rule
+
+    for clusters in (66, 57):  # an H200 / H100 SXM (132 SMs) and an H100 PCIe (114 SMs), in clusters of two
+        for m in range(512, 8193, 512):
+            for n in range(512, 8193, 512):
+                want = tile_rule.choose_tile_n(m, n, clusters)
+                got = fn(m, n, clusters)
+                assert got is not ... and got is not None, "your function returns nothing yet: write its body"
+                assert got == want, (
+                    f"{m} x {n} on {clusters} clusters: the rule picks 128 x {want}, you say {got}. Hint: "
+                    "tile_rule.waves(m, n, width, clusters) counts the waves (their cluster shape included); keep 256 "
+                    f"from {tile_rule.MANY_WAVES} waves of it on, else the best wave_fill, the wider of any within "
+                    f"{tile_rule.FILL_TIE}."
+                )
+    return "right: the width step 11's config_for picks, on 512 shapes and two GPU sizes"
+
+
 def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:
     """The geometric mean over the sweep the book shows of ``step`` (``records.latest_sweep``; the
     final Hopper step by default) of its ratio to cuBLAS (``ratio_to_cublas``)."""
