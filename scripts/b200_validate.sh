@@ -4,7 +4,7 @@
 #   bash scripts/b200_validate.sh OUT        (or: make b200 OUT=...)
 # Phases, each logged under OUT: the GPU check (any other GPU, or none, stops at once with exit 2),
 # doctor, the sm100 GPU tests, compute-sanitizer on steps 5-8, the ladder at 4096^3 and 8192^3
-# against cuBLAS, the final step over gpu_ladder.sh's sweep, the records copied into results/<gpu>/
+# against cuBLAS, the final step over the broad sweep in both orders (gpu_broad_sweep.sh), the records copied into results/<gpu>/
 # (results/nvidia-b200/ on a B200), then a table. Wrong outputs skip the timing: numbers of a
 # wrong kernel are worthless. Exit 0: all passed; 1: something failed (OUT/status.log); 2: no B200.
 # Knobs: PY (default .venv/bin/python, else python3), NAIVE=0 skips step 1, FINAL_STEP (sm100/10),
@@ -114,11 +114,18 @@ if [ $correct = 1 ]; then
   [ "${NAIVE:-1}" = 0 ] || steps="sm100/1 $steps"
   phase ladder 5400 $PY -m gemm_course bench $steps --shapes 4096 8192 --out "$out" --tag ladder
   [ $rc = 0 ] || failed=1
-  # the sweep of scripts/gpu_ladder.sh: squares and LLM shapes (M = 8192 tokens)
-  llm=""
-  for n in 4096 6144 14336 28672; do for k in 4096 6144 14336 28672; do llm="$llm 8192x${n}x${k}"; done; done
-  phase sweep 5400 $PY -m gemm_course bench "$final" --shapes 2048 4096 8192 12288 16384 $llm --rounds 5 \
-    --out "$out" --tag sweep
+  # the broad sweep of scripts/gpu_broad_sweep.sh (squares, LLM shapes, few-wave long-K), in both
+  # orders, with the course's Triton matmul beside cuBLAS where Triton is installed
+  shapes_of="from gemm_course import bench; shapes = ['%dx%dx%d' % s for g in bench.broad_sweep_shapes().values() for s in g]"
+  broad=$($PY -c "$shapes_of; print(' '.join(shapes))")
+  backwards=$($PY -c "$shapes_of; print(' '.join(shapes[::-1]))")
+  peers=""
+  $PY -c "import triton" 2>/dev/null && peers="--peers triton"
+  phase broad_sweep 5400 $PY -m gemm_course bench "$final" --shapes $broad --rounds 5 $peers \
+    --out "$out" --tag broad_sweep
+  [ $rc = 0 ] || failed=1
+  phase broad_sweep_reversed 5400 $PY -m gemm_course bench "$final" --shapes $backwards --rounds 5 $peers \
+    --out "$out" --tag broad_sweep_reversed
   [ $rc = 0 ] || failed=1
   # 6. Into results/<gpu>/, where records.load_records (and so the book) reads them.
   phase copy 300 $PY -m gemm_course.b200 copy "$out"
@@ -129,7 +136,7 @@ else
     | tee "$out/skipped.log"
   grep -hE "^(FAILED|ERROR) |FAIL$|SUMMARY: [1-9]" "$out"/pytest_gpu.log "$out"/sanitize_*.log 2>/dev/null \
     | head -30 | tee -a "$out/skipped.log"
-  echo "ladder, sweep, copy: skipped (correctness failed)" >> "$out/status.log"
+  echo "ladder, broad_sweep, broad_sweep_reversed, copy: skipped (correctness failed)" >> "$out/status.log"
 fi
 
 # 7. What happened, the numbers, and how to send them.

@@ -96,10 +96,10 @@ def test_pretended_gpu_goes_through_the_arch_table(monkeypatch):
     assert not b200.present_machine().has_gpu
 
 
-def _sweep_shapes_of(script_text):
-    squares = re.search(r"--shapes (2048 4096 8192 12288 16384) \$llm", script_text).group(1).split()
-    (loop,) = re.findall(r"for n in ([\d ]+); do for k in ([\d ]+); do", script_text)
-    return squares + [f"8192x{n}x{k}" for n in loop[0].split() for k in loop[1].split()]
+def _broad_sweep():
+    from gemm_course import bench
+
+    return ["%dx%dx%d" % s for group in bench.broad_sweep_shapes().values() for s in group]
 
 
 def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
@@ -114,7 +114,7 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     phases = re.findall(r"^== (\w+): (.*)$", out, flags=re.M)
     names = [name for name, _ in phases if name != "nvidia_smi"]  # planned only where nvidia-smi exists
     assert names == ["doctor", "pytest_gpu", "sanitize_memcheck", "sanitize_racecheck", "sanitize_synccheck",
-                     "ladder", "sweep", "copy"]
+                     "ladder", "broad_sweep", "broad_sweep_reversed", "copy"]
     cmd = dict(phases)
     assert "-m pytest -q -m gpu -k not sm90" in cmd["pytest_gpu"] and "tests/test_gpu.py" in cmd["pytest_gpu"]
     for tool in ("memcheck", "racecheck", "synccheck"):
@@ -123,11 +123,11 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     ladder_cmd = cmd["ladder"].split()
     assert [a for a in ladder_cmd if a.startswith("sm")] == [f"sm100/{n}" for n in range(1, 11)]
     assert "--shapes 4096 8192 " in cmd["ladder"] and "--tag ladder" in cmd["ladder"]
-    sweep = cmd["sweep"].split()
-    assert sweep[sweep.index("bench") + 1] == "sm100/10" and "--tag" in sweep
-    shapes = sweep[sweep.index("--shapes") + 1:sweep.index("--rounds")]
-    assert shapes == _sweep_shapes_of(SCRIPT.read_text()) == _sweep_shapes_of((ROOT / "scripts" / "gpu_ladder.sh").read_text())
-    assert len(shapes) == 21
+    for name, order in (("broad_sweep", 1), ("broad_sweep_reversed", -1)):  # the broad sweep, both orders
+        sweep = cmd[name].split()
+        assert sweep[sweep.index("bench") + 1] == "sm100/10" and sweep[sweep.index("--tag") + 1] == name
+        shapes = sweep[sweep.index("--shapes") + 1:sweep.index("--rounds")]
+        assert shapes == _broad_sweep()[::order] and len(shapes) == 46
     assert "results/nvidia-b200/" in out and "pull request" in out and "OUT/*.log" in out
 
 
@@ -186,6 +186,8 @@ def test_table_lists_the_ladder_and_the_sweep(tmp_path):
     assert lines[0].split()[:3] == ["step", "4096x4096x4096", "ratio"]
     assert [line.split()[0] for line in lines[1:5]] == ["sm100/1", "sm100/2", "sm100/10", "cuBLAS"]
     assert "sweep sm100/10: 2 shapes" in text and "min 0.900 (2048x2048x2048)" in text
+    _write(tmp_path, "20270101T000200Z_broad_sweep_reversed.json", [_record("sm100/10", (4096,) * 3, 1200.0, 1000.0)])
+    assert "broad sweep reversed sm100/10: 1 shapes, ratio to cuBLAS geometric mean 1.200" in b200.table(str(tmp_path))
 
 
 def test_makefile_target_calls_the_script():
@@ -208,6 +210,8 @@ FAKE_PY = r'''#!/bin/bash
 # the GPU phases are faked; FAKE_FAIL=1 makes a GPU test fail.
 case "$*" in
   "-m gemm_course.b200"*) exec "$REAL_PY" "$@" ;;
+  "-c from gemm_course import bench"*) exec "$REAL_PY" "$@" ;;
+  "-c import triton") exit 1 ;;
   "-m gemm_course doctor") echo "machine     NVIDIA B200 (fake)" ;;
   "-m pytest"*)
     if [ "${FAKE_FAIL:-0}" = 1 ]; then echo "FAILED tests/test_gpu.py::test_x - wrong"; echo "1 failed, 3 passed"; exit 1; fi
@@ -256,17 +260,18 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
     status = (out / "status.log").read_text()
     if fail:
         assert proc.returncode == 1
-        assert "pytest_gpu: FAILED (exit 1)" in status and "ladder, sweep, copy: skipped" in status
+        assert "pytest_gpu: FAILED (exit 1)" in status and "ladder, broad_sweep, broad_sweep_reversed, copy: skipped" in status
         assert "FAILED tests/test_gpu.py::test_x" in (out / "skipped.log").read_text()
         assert not results.exists() and not list(out.glob("*.json"))
         return
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [line.split(":")[0] for line in status.splitlines()] == [
-        "gpu_check", "doctor", "pytest_gpu", "sanitize", "ladder", "sweep", "copy"]
+        "gpu_check", "doctor", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed", "copy"]
     copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
-    assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 2
-    assert len(records.load_records(str(results))) == 10 * 2 + 21
+    assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 3
+    assert len(records.load_records(str(results))) == 10 * 2 + 2 * 46
     tail = proc.stdout[proc.stdout.index("== records"):]
-    assert "sm100/10" in tail and "sweep sm100/10: 21 shapes" in tail and "pull request" in tail
+    assert "broad sweep sm100/10: 46 shapes" in tail and "broad sweep reversed sm100/10: 46 shapes" in tail
+    assert "pull request" in tail
     for log in out.glob("*.log"):  # (the fake python's own folder would be a real one's, e.g. /usr/bin)
         assert str(out) not in log.read_text() and str(results) not in log.read_text(), log.name

@@ -114,9 +114,12 @@ def copy_records(out: str, results_dir: Optional[str] = None) -> list:
     return done
 
 
+SWEEP_TAGS = ("sweep", "broad_sweep", "broad_sweep_reversed")  # the kit's sweeps (an older kit ran "sweep")
+
+
 def table(out: str) -> str:
     """The ladder (TFLOP/s and ratio to cuBLAS per shape) and a one-line summary of each sweep."""
-    from .records import shape_of
+    from .records import geomean, shape_of
 
     records = []
     for path in _record_files(out):
@@ -126,7 +129,7 @@ def table(out: str) -> str:
     if not records:
         return "no bench records under OUT"
     lines = []
-    ladder_recs = [r for r in records if r["_tag"] != "sweep"]
+    ladder_recs = [r for r in records if r["_tag"] not in SWEEP_TAGS]
     if ladder_recs:
         shapes = sorted({shape_of(r) for r in ladder_recs})
         head = "".join(f"  {'x'.join(map(str, s)):>16} {'ratio':>6}" for s in shapes)
@@ -141,13 +144,15 @@ def table(out: str) -> str:
             lines.append(f"{step:<10}{cells}")
         cublas = {s: statistics.median(r["cublas_tflops"]["median"] for k, r in by.items() if k[1] == s) for s in shapes}
         lines.append(f"{'cuBLAS':<10}" + "".join(f"  {cublas[s]:16.1f} {'':>6}" for s in shapes))
-    for step in sorted({r["step"] for r in records if r["_tag"] == "sweep"}):
-        sweep = [r for r in records if r["_tag"] == "sweep" and r["step"] == step]
-        ratios = sorted((r["ratio_to_cublas"], "x".join(str(r["shape"][d]) for d in "mnk")) for r in sweep)
-        lines.append(
-            f"sweep {step}: {len(sweep)} shapes, ratio to cuBLAS median {statistics.median(v for v, _ in ratios):.3f}, "
-            f"min {ratios[0][0]:.3f} ({ratios[0][1]}), max {ratios[-1][0]:.3f} ({ratios[-1][1]})"
-        )
+    for tag in SWEEP_TAGS:
+        for step in sorted({r["step"] for r in records if r["_tag"] == tag}):
+            sweep = [r for r in records if r["_tag"] == tag and r["step"] == step]
+            ratios = sorted((r["ratio_to_cublas"], "x".join(str(r["shape"][d]) for d in "mnk")) for r in sweep)
+            lines.append(
+                f"{tag.replace('_', ' ')} {step}: {len(sweep)} shapes, ratio to cuBLAS geometric mean "
+                f"{geomean(v for v, _ in ratios):.3f}, min {ratios[0][0]:.3f} ({ratios[0][1]}), "
+                f"max {ratios[-1][0]:.3f} ({ratios[-1][1]})"
+            )
     worst = max(records, key=lambda r: r.get("rel_error", 0.0))
     lines.append(f"largest rel. error vs float32: {worst['rel_error']:.1e} ({worst['step']})")
     return "\n".join(lines)
