@@ -122,3 +122,18 @@ def test_the_rule_against_its_measurements(run):
     geo = [math.exp(sum(math.log(r[i]) for r in rows) / len(rows)) for i in (2, 3)]
     n_shapes = len({r["shape"] for r in records.load_tuning(run)["rows"]})
     assert len(rows) == n_shapes >= 12 and geo[0] > geo[1] + 0.02, geo
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("key", ["sm90/5", "sm90/6", "sm90/7", "sm90/8", "sm90/9", "sm90/10"])
+def test_the_192_wide_tile_compiles_from_step_5(key):
+    """Step 5's check admits tile_n = 192 for every later step (wgmma N = 192): each compiles, one
+    192-wide wgmma per warpgroup and k16 step, no spills."""
+    from gemm_course import arch, inspect
+
+    step = ladder.get(key)
+    config = step.config(tile_n=192, epi_n=32)
+    assert step.check_config(config) == (True, "")
+    art = arch.compile_step(step, config, "sm_90a")
+    assert not inspect.report(art).resources.spills
+    assert "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16" in art.ptx and "m64n256k16" not in art.ptx
