@@ -83,6 +83,9 @@ def cmd_list(args):
         print(f"{'':<9} adds:   {s.adds}")
         print(f"{'':<9} shapes: {s.shapes}")
         print(f"{'':<9} config: {s.default}")
+        if getattr(s.load(), "config_for", None):
+            print(f"{'':<9} per shape: without --config, the tile, stages and cluster come from the shape "
+                  "(gemm_course.tile_rule)")
     return 0
 
 

@@ -263,7 +263,7 @@ _STEPS = [
         "Beyond the seed: tile hand-over, a short epilogue, a stream-K tail, GPC-aware places",
         "the producer hands each tile to the consumers through shared memory; half a tile per TMA "
         "store; the last partial wave's K loops are split over every cluster; each GPC's clusters "
-        "take neighbouring places on the curve",
+        "take neighbouring places on the curve; the host picks the tile per shape (tile_rule)",
         _ANY_MN,
         _HOPPER_TMA_STORE,
         ptx_markers=_HOPPER_SK,
