@@ -251,6 +251,10 @@ def stream_k_tail(tmp_path):
     return viz.stream_k_tail(1024, 66, 128, title="8192^3: 1024 cluster-tiles of 128 K tiles over 66 clusters")
 
 
+def tile_choice_map(tmp_path):
+    return viz.tile_choice_map()
+
+
 def stream_k_tail_lockstep(tmp_path):
     return viz.stream_k_tail(512, 66, 448, title="8192 x 4096 x 28672, lockstep: 512 cluster-tiles of 448 K tiles "
                                                  "over 66 clusters")
@@ -318,6 +322,7 @@ CASES = {name: (fn, mark, builder) for name, fn, mark, builder in [
     ("persistent_grid_small", "persistent_grid", "fast", persistent_grid_small),
     ("stream_k_tail", "stream_k_tail", "fast", stream_k_tail),
     ("stream_k_tail_lockstep", "stream_k_tail", "fast", stream_k_tail_lockstep),
+    ("tile_choice_map", "tile_choice_map", "fast", tile_choice_map),
     ("clc_timeline", "clc_timeline", "fast", clc_timeline),
     ("cluster_placement", "cluster_placement", "fast", cluster_placement),
     ("power_limit_bars", "power_limit_bars", "fast", power_limit_bars),

@@ -273,3 +273,43 @@ def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the g
                             "per GPC (grey: an SM no probe cluster of 8 or 16 reached, GPC unknown); numbers are cluster "
                             "indices. Top: consecutive clusters land in different GPCs. Bottom: the same clusters "
                             "in the order their tiles take in each wave.", alt="Two strips of cells coloured by GPC")
+
+
+def tile_choice_map(clusters: int = 66, k: int = 8192, sizes: Sequence[int] = tuple(range(512, 6145, 512))) -> Figure:
+    """The tile width step 11's host picks (``tile_rule.choose``) for each M x N of ``sizes`` at one
+    K, on a GPU of ``clusters`` clusters of two: one cell per shape, coloured by width (a lighter
+    blue where 128 x 256 makes many waves), with the fill of the chosen width's waves in percent."""
+    from .. import tile_rule
+
+    widths = list(tile_rule.TILE_NS)
+    colors = {256: "#4c72b0", 192: "#dd8452", 128: "#55a868", "many": "#a6bddb"}
+    keys = widths + ["many"]
+    cells = {}
+    for m in sizes:
+        for n in sizes:
+            w = tile_rule.choose(m, n, k, clusters).tile_n
+            many = w == widths[0] and tile_rule.waves(m, n, w, clusters) >= tile_rule.MANY_WAVES
+            cells[m, n] = ("many" if many else w, tile_rule.wave_fill(tile_rule.waves(m, n, w, clusters)))
+    grid = np.array([[keys.index(cells[m, n][0]) for n in sizes] for m in sizes])
+    fig = new_figure(PAGE_WIDTH, PAGE_WIDTH * 0.95)
+    ax = fig.add_subplot()
+    ax.imshow(grid, cmap=ListedColormap([colors[key] for key in keys]), vmin=-0.5, vmax=len(keys) - 0.5,
+              origin="lower", aspect="equal")
+    for i, m in enumerate(sizes):
+        for j, n in enumerate(sizes):
+            key, fill = cells[m, n]
+            if key != "many":
+                ax.text(j, i, f"{fill * 100:.0f}", ha="center", va="center", fontsize=TEXT_PT, color="white")
+    ax.set_xticks(range(len(sizes)), [str(s) for s in sizes], rotation=90)
+    ax.set_yticks(range(len(sizes)), [str(s) for s in sizes])
+    ax.set_xlabel("N")
+    ax.set_ylabel("M")
+    labels = {256: "128 x 256", 192: "128 x 192", 128: "128 x 128",
+              "many": f"128 x 256, {tile_rule.MANY_WAVES}+ waves"}
+    ax.legend(handles=[Patch(color=colors[key], label=labels[key]) for key in keys], loc="lower left",
+              bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, borderaxespad=0.2)
+    ax.set_title(f"The tile step 11 picks at K = {k}, {clusters} clusters", fontsize=TEXT_PT + 1, pad=44)
+    return set_caption(fig, "Each cell: an M x N output; its colour, the tile width tile_rule.choose picks; its "
+                            "number, how full that width's waves are, in percent (waves / ceil(waves)). Light blue: "
+                            f"the 128 x 256 tiles make {tile_rule.MANY_WAVES} waves or more and are kept whatever "
+                            "the fill.", alt="Heat map")
