@@ -187,7 +187,9 @@ def test_table_lists_the_ladder_and_the_sweep(tmp_path):
     assert [line.split()[0] for line in lines[1:5]] == ["sm100/1", "sm100/2", "sm100/10", "cuBLAS"]
     assert "sweep sm100/10: 2 shapes" in text and "min 0.900 (2048x2048x2048)" in text
     _write(tmp_path, "20270101T000200Z_broad_sweep_reversed.json", [_record("sm100/10", (4096,) * 3, 1200.0, 1000.0)])
-    assert "broad sweep reversed sm100/10: 1 shapes, ratio to cuBLAS geometric mean 1.200" in b200.table(str(tmp_path))
+    text = b200.table(str(tmp_path))
+    assert "broad sweep reversed sm100/10: 1 shapes, ratio to cuBLAS geometric mean 1.200" in text
+    assert "  square: 1 shapes, geometric mean 1.200, lowest 1.200 (4096x4096x4096)" in text
 
 
 def test_makefile_target_calls_the_script():

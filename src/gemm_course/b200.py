@@ -119,7 +119,7 @@ SWEEP_TAGS = ("sweep", "broad_sweep", "broad_sweep_reversed")  # the kit's sweep
 
 def table(out: str) -> str:
     """The ladder (TFLOP/s and ratio to cuBLAS per shape) and a one-line summary of each sweep."""
-    from .records import geomean, shape_of
+    from .records import geomean, shape_of, sweep_classes
 
     records = []
     for path in _record_files(out):
@@ -153,6 +153,11 @@ def table(out: str) -> str:
                 f"{geomean(v for v, _ in ratios):.3f}, min {ratios[0][0]:.3f} ({ratios[0][1]}), "
                 f"max {ratios[-1][0]:.3f} ({ratios[-1][1]})"
             )
+            if tag != "sweep":  # the broad sweep: a line per shape class
+                for name, c in sweep_classes(sweep).items():
+                    if name != "all":
+                        lines.append(f"  {name}: {c['shapes']} shapes, geometric mean {c['geomean']:.3f}, "
+                                     f"lowest {c['lowest']:.3f} ({c['lowest_shape']})")
     worst = max(records, key=lambda r: r.get("rel_error", 0.0))
     lines.append(f"largest rel. error vs float32: {worst['rel_error']:.1e} ({worst['step']})")
     return "\n".join(lines)
