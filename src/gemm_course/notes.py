@@ -28,7 +28,8 @@ def _cell(r) -> str:
 
 def measured_block(records=None) -> str:
     """The block between the markers: the newest record of each Hopper step at 4096^3 and 8192^3,
-    and the newest sweep of the final step (:func:`gemm_course.records.latest_sweep`)."""
+    and the final step's broad sweep in both orders by class and shape (:func:`gemm_course.records.broad_sweep`;
+    without one, the newest sweep, :func:`gemm_course.records.latest_sweep`)."""
     records = rec.load_records() if records is None else records
     out = [
         "Median TFLOP/s (p10-p90) against cuBLAS's median in the same run, and the ratio; "

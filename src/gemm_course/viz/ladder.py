@@ -264,8 +264,8 @@ SWEEP_CLASS_COLORS = {"square": "#4c72b0", "llm": "#55a868", "few-wave long-K": 
 
 
 def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
-    """Ratio to cuBLAS (same run) per shape of the newest sweep of ``step`` (default: the final
-    Hopper step), with the geometric mean."""
+    """Ratio to cuBLAS (same run) per shape of the sweep the book shows of ``step`` (``latest_sweep``;
+    default: the final Hopper step), coloured by shape class, with the geometric mean."""
     from .. import ladder
 
     step = step or ladder.final("sm90").key
