@@ -228,13 +228,15 @@ def build_parser():
     c.add_argument("--shapes", nargs="*", help="e.g. 4096 8192x4096x14336 (default: random shapes the step claims)")
     c.add_argument("--count", type=int, default=8)
     c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--config", nargs="*", metavar="FIELD=VALUE")
+    c.add_argument("--config", nargs="*", metavar="FIELD=VALUE",
+                   help="config fields to change (default: the step's config; sm90/11 picks its tile per shape)")
     c.set_defaults(fn=cmd_check)
 
     b = sub.add_parser("bench", help="GPU: time steps against cuBLAS (interleaved) and write records")
     b.add_argument("steps", nargs="+")
     b.add_argument("--shapes", nargs="+", default=["4096", "8192"])
-    b.add_argument("--config", nargs="*", metavar="FIELD=VALUE")
+    b.add_argument("--config", nargs="*", metavar="FIELD=VALUE",
+                   help="config fields to change (default: the step's config; sm90/11 picks its tile per shape)")
     b.add_argument("--warmup", type=int, default=10)
     b.add_argument("--repeats", type=int, default=100)
     b.add_argument("--rounds", type=int, default=5)
