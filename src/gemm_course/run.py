@@ -3,6 +3,9 @@
     from gemm_course import run
     c = run.gemm("sm90/3", a, b)                 # C = A @ B.T, bf16
     run.check("sm90/3", shapes=[(4096, 4096, 4096), (128, 256, 72)])
+
+Without a ``config`` a step runs its default, except a step that picks one per shape
+(``Step.config_for``: step 11 on Hopper, from ``gemm_course.tile_rule``).
 """
 
 from __future__ import annotations
