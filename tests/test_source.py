@@ -54,3 +54,10 @@ def test_phase_source_cuts_one_numbered_phase():
     assert text == "\n".join(line.rstrip() for line in text.splitlines()) + "\n"  # dedented, one final newline
     with pytest.raises(ValueError):
         source.phase_source("sm90/2", 42)
+
+
+def test_a_per_shape_choice_is_part_of_the_listing_and_the_diff():
+    assert "# ---- config_for, from sm90/11" in source.flatten("sm90/11")
+    assert "config_for" not in source.flatten("sm90/10")
+    added = [line for line in source.diff("sm90/11", context=0).splitlines() if line.startswith("+")]
+    assert "+def config_for(problem, config: Config = Config()) -> Config:" in added

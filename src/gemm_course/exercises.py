@@ -559,7 +559,7 @@ def check_tile_width(fn) -> str:
                     f"from {tile_rule.MANY_WAVES} waves of it on, else the best wave_fill, the wider of any within "
                     f"{tile_rule.FILL_TIE}."
                 )
-    return "right: the width step 11's config_for picks, on 512 shapes and two GPU sizes"
+    return "right: the width step 11's config_for picks, on 256 shapes for each of two GPU sizes"
 
 
 def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:

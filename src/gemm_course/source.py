@@ -2,8 +2,10 @@
 
 Each step's kernel file holds only what its chapter adds: the class ``Gemm`` subclasses the
 previous step's and overrides a few methods. :func:`flatten` resolves the inheritance: the step's
-``Config`` with every field (and the step that introduced it), then every method its ``Gemm``
-uses, each from the step that defines it last. :func:`diff` compares the flattened parent with
+``Config`` with every field (and the step that introduced it), the step's own choice of config per
+shape if it has one (:data:`HOST_FUNCTIONS`), then every method its ``Gemm`` uses, each from the
+step that defines it last. (``check_config`` and ``can_implement`` are left out: each step's
+delegates to its parent's, so their listings would not be the whole check.) :func:`diff` compares the flattened parent with
 the flattened step, so the diff is the chapter's idea and nothing else; :func:`changed_lines`
 counts it. ``gemm-course source STEP`` and ``gemm-course diff STEP`` print them.
 :func:`phase_source` cuts one numbered phase (``# 3. main loop``) out of a step's kernel.
@@ -52,6 +54,22 @@ def _config_lines(step) -> list:
     return lines
 
 
+HOST_FUNCTIONS = ("config_for",)  # module-level functions that decide what a launch runs
+
+
+def _host_function_lines(step) -> list:
+    """Each of :data:`HOST_FUNCTIONS` the step's module has, tagged with the step that defines it."""
+    mod = step.load()
+    lines = []
+    for name in HOST_FUNCTIONS:
+        func = getattr(mod, name, None)
+        if not callable(func):
+            continue
+        lines += ["", f"# ---- {name}, from {_defining_step(func)}"]
+        lines += textwrap.dedent(inspect.getsource(func)).rstrip().splitlines()
+    return lines
+
+
 def _methods(step) -> dict:
     """``{name: (defining step, source)}`` of every method ``Gemm`` has, most-derived definition."""
     gemm = step.load().Gemm
@@ -76,11 +94,12 @@ def _methods(step) -> dict:
 
 
 def flatten(step) -> str:
-    """The step as one listing: docstring, resolved Config, and each ``Gemm`` member tagged with its step."""
+    """The step as one listing: docstring, resolved Config, its host functions, and each ``Gemm``
+    member tagged with its step."""
     step = ladder.get(step)
     mod = step.load()
     head = [f"# {step.key}: {step.title}", f'"""{(mod.__doc__ or "").strip()}"""', ""]
-    body = _config_lines(step) + ["", "", f"class Gemm:  # {step.key}, inheritance resolved"]
+    body = _config_lines(step) + _host_function_lines(step) + ["", "", f"class Gemm:  # {step.key}, inheritance resolved"]
     members = _methods(step)
     attributes = sorted((n, v) for n, v in members.items() if "\n" not in v[1] and not v[1].lstrip().startswith(("def ", "@")))
     methods = [(n, v) for n, v in members.items() if (n, v) not in attributes]
