@@ -24,3 +24,15 @@ print(' '.join(shapes[::-1] if '$order' == 'reversed' else shapes))")
 tag=broad_sweep; [ "$order" = reversed ] && tag=broad_sweep_reversed
 python3 -m gemm_course bench "$final" --shapes $shapes --rounds 5 --peers triton \
   --out "$out" --tag "$tag" 2>&1 | tee "$out/$tag.log" | tail -50
+# the run's summary by shape class (this run's records only)
+python3 - "$out" "$tag" <<'PY'
+import glob, json, os, sys
+from gemm_course import records
+out, tag = sys.argv[1], sys.argv[2]
+path = max(glob.glob(os.path.join(out, f"*_{tag}.json")), key=os.path.getmtime)
+rows = [dict(r, _file=path) for r in json.load(open(path))["records"]]
+for name, c in records.sweep_classes(rows).items():
+    triton = "-" if c["triton_geomean"] is None else f"{c['triton_geomean']:.3f}"
+    print(f"{name:<16} {c['shapes']:>3} shapes  geomean {c['geomean']:.3f}  lowest {c['lowest']:.3f} "
+          f"({c['lowest_shape']})  triton {triton}")
+PY
