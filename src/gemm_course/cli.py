@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shlex
 import sys
@@ -13,27 +12,12 @@ from . import arch, ladder
 
 
 def _parse_config(step, items):
-    """``tile_n=128 stages=4`` -> the step's Config with those fields changed."""
-    changes = {}
-    fields = {f.name: f for f in dataclasses.fields(step.default)}
-    for item in items or []:
-        name, _, value = item.partition("=")
-        if name not in fields:
-            raise SystemExit(f"{step.key} has no config field {name!r}; fields: {', '.join(fields)}")
-        default = getattr(step.default, name)
-        if isinstance(default, tuple):
-            changes[name] = tuple(int(v) for v in value.replace("x", ",").split(","))
-        elif isinstance(default, bool):
-            changes[name] = value.lower() in ("1", "true", "yes")
-        elif isinstance(default, int):
-            changes[name] = int(value)
-        else:
-            changes[name] = value
-    config = step.config(**changes)
-    ok, why = step.check_config(config)
-    if not ok:
-        raise SystemExit(f"invalid config for {step.key}: {why}")
-    return config
+    """``tile_n=128 stages=4`` -> the step's Config with those fields changed (``Step.parse_config``),
+    or the command's one-line error."""
+    try:
+        return step.parse_config(items)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def _shapes(texts):

@@ -64,6 +64,31 @@ class Step:
     def config(self, **changes):
         return dataclasses.replace(self.default, **changes)
 
+    def parse_config(self, items) -> object:
+        """``["tile_n=128", "stages=4"]`` -> the default Config with those fields changed (values
+        typed like the defaults; a tuple as ``2x1`` or ``2,1``). ValueError for an unknown field
+        or a config ``check_config`` refuses."""
+        changes = {}
+        fields = [f.name for f in dataclasses.fields(self.default)]
+        for item in items or []:
+            name, _, value = item.partition("=")
+            if name not in fields:
+                raise ValueError(f"{self.key} has no config field {name!r}; fields: {', '.join(fields)}")
+            default = getattr(self.default, name)
+            if isinstance(default, tuple):
+                changes[name] = tuple(int(v) for v in value.replace("x", ",").split(","))
+            elif isinstance(default, bool):
+                changes[name] = value.lower() in ("1", "true", "yes")
+            elif isinstance(default, int):
+                changes[name] = int(value)
+            else:
+                changes[name] = value
+        config = self.config(**changes)
+        ok, why = self.check_config(config)
+        if not ok:
+            raise ValueError(f"invalid config for {self.key}: {why}")
+        return config
+
     def check_config(self, config) -> tuple:
         mod = self.load()
         if not isinstance(config, mod.Config):

@@ -73,12 +73,7 @@ def _broad_sweep_lines(step: str, broad: dict) -> list:
     files = sorted({os.path.basename(r["_file"]) for rows in broad.values() for r in rows})
     out = ["", f"Broad sweep of {step}, each shape with the tile the step picks for it, in two opposite shape orders "
            f"({', '.join(files)}); Triton is the course's autotuned matmul timed in the same rounds.", "",
-           "| order | class | shapes | geometric mean | lowest | at or above cuBLAS | Triton |", "|---|---|---|---|---|---|---|"]
-    for order, rows in broad.items():
-        for name, c in rec.sweep_classes(rows).items():
-            triton = "-" if c["triton_geomean"] is None else f"{c['triton_geomean']:.3f}"
-            out.append(f"| {order} | {name} | {c['shapes']} | {c['geomean']:.3f} | {c['lowest']:.3f} ({c['lowest_shape']}) "
-                       f"| {c['at_or_above']} | {triton} |")
+           rec.sweep_class_table([r for rows in broad.values() for r in rows], step)]
     out += ["", "| shape | tile | TFLOP/s | cuBLAS | ratio, forward | ratio, reversed | Triton, forward |",
             "|---|---|---|---|---|---|---|"]
     reversed_by_shape = {rec.shape_of(r): r for r in broad["reversed"]}

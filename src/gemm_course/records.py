@@ -90,9 +90,9 @@ def has_default_config(record: dict, step) -> bool:
 def config_changes(record: dict, step=None) -> dict:
     """The fields of ``record``'s config that differ from ``step``'s current default (default: the
     record's own step; a variant such as ``sm90/10:mma_n=128`` is compared with its step), as
-    ``{field: recorded value}``; a field the step's Config no longer has is included, one it gained
-    since (:data:`LEGACY_FIELDS`) counts at its old value. For records written before a step changed
-    (the Hopper ladder was re-cut after many of them)."""
+    ``{field: recorded value}``. A record may predate its step's present Config: a recorded field
+    the Config lacks is included, and a field the record lacks counts at its value in
+    :data:`LEGACY_FIELDS`."""
     from . import ladder
 
     step = ladder.get(step or record["step"].split(":")[0])
@@ -217,6 +217,19 @@ def broad_sweep(records: Sequence[dict], step: Optional[str] = None, order: str 
                 newest[shape] = r
     shapes = [s for group in bench.broad_sweep_shapes().values() for s in group]
     return [newest[s] for s in shapes if s in newest]
+
+
+def sweep_class_table(records: Sequence[dict], step: Optional[str] = None) -> str:
+    """A Markdown table of ``step``'s broad sweep, a row per order and shape class
+    (:func:`broad_sweep`, :func:`sweep_classes`); empty without a broad sweep."""
+    rows = ["| order | class | shapes | geometric mean | lowest | at or above cuBLAS | Triton (course's) |",
+            "|---|---|---|---|---|---|---|"]
+    for order in BROAD_SWEEP_ORDERS:
+        for name, c in sweep_classes(broad_sweep(records, step, order)).items():
+            triton = "-" if c["triton_geomean"] is None else f"{c['triton_geomean']:.3f}"
+            rows.append(f"| {order} | {name} | {c['shapes']} | {c['geomean']:.3f} | {c['lowest']:.3f} "
+                        f"({c['lowest_shape']}) | {c['at_or_above']} | {triton} |")
+    return "\n".join(rows) if len(rows) > 2 else ""
 
 
 def sweep_classes(sweep: Sequence[dict]) -> dict:
@@ -425,16 +438,15 @@ def ab_table(runs: Sequence[tuple], results_dir: Optional[str] = None) -> str:
 
 def variant_config(step, variant: str):
     """The config a tuning run's variant name (``STEP[:FIELD=VALUE,...]``, as ``scripts/gpu_tune.py``
-    takes it) stands for, or None for a name of another step, a kernel copy or cuBLAS."""
+    takes it) stands for, or None for a name of another step, a kernel copy, cuBLAS, or a field the
+    step no longer has."""
     key, _, fields = variant.partition(":")
     if key != step.key:
         return None
-    changes = {}
-    for item in filter(None, fields.split(",")):
-        name, _, value = item.partition("=")
-        default = getattr(step.default, name)
-        changes[name] = value.lower() in ("1", "true") if isinstance(default, bool) else type(default)(value)
-    return step.config(**changes)
+    try:
+        return step.parse_config([f for f in fields.split(",") if f])
+    except ValueError:
+        return None
 
 
 def rule_ab(tune: dict, choose, step=None) -> list:

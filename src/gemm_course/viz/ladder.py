@@ -69,7 +69,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     * cuBLAS: if every drawn record comes from one run (one results file), one dashed line at
       the median of that run's cuBLAS medians; otherwise a short cuBLAS tick across each bar, the
       cuBLAS timed with that bar. The caption says which.
-    * ``live``: records measured in this session (e.g. by the notebook on a GPU), drawn below the
+    * ``live``: records the running notebook measured on its GPU (not from ``results/``), drawn below the
       recorded bar of their step, with their own cuBLAS ticks.
     * no records: only the seed's bars, and a note that no measurement exists yet.
     * ``highlight``: step numbers whose measured bars get a thick black outline and a bold label
