@@ -52,7 +52,7 @@ def test_list(capsys):
     assert cli.main(["list", "--arch", "sm90"]) == 0
     assert capsys.readouterr().out.count("adds:") == 11  # the seed's ten steps and "beyond the seed"
     assert cli.main(["list", "--arch", "sm100"]) == 0
-    assert capsys.readouterr().out.count("adds:") == 10
+    assert capsys.readouterr().out.count("adds:") == 11  # and the Blackwell step 11
 
 
 # ---- errors a reader meets: one line each, never a traceback --------------------------------------

@@ -156,6 +156,8 @@ _BLACKWELL_PAIR = (  # steps 5-10: the CTA pair, its multicast commit, clusters 
     "cp.async.bulk.tensor.2d.global.shared::cta",
 )
 _BLACKWELL_CLC = _BLACKWELL_PAIR + ("clusterlaunchcontrol.try_cancel", "clusterlaunchcontrol.query_cancel")
+# step 11: the tail's counters, flags and partial sums folded back into tensor memory
+_BLACKWELL_SK = _BLACKWELL_CLC + ("atom.global.acq_rel.add", "ld.acquire.gpu", "st.release.gpu", "tcgen05.st")
 
 _NAIVE = dict(
     number=1,
@@ -403,6 +405,18 @@ _SM100_STEPS = [
         (_MMA, _TMA, _TMEM, _BAR, _SMEM),
         ptx_markers=_BLACKWELL_CLC,
         knobs=(("cluster_m", (2, 4)), ("cluster_n", (1, 2))),
+    ),
+    Step(
+        11,
+        "sm100",
+        f"{_K}.sm100.step11_beyond_the_seed",
+        "Beyond the seed: a stream-K tail under cluster launch control",
+        "the last partial wave's tiles are cut along K into units that cluster launch control hands "
+        "out; the part that arrives last adds the others' partial sums and stores the tile",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL_SK,
+        knobs=(("stream_k", (False, True)), ("cluster_m", (2, 4))),
     ),
 ]
 

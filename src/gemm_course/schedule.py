@@ -210,3 +210,65 @@ def busy_fraction(tiles: int, clusters: int, k_tiles: int, enabled: bool = True)
     """Useful K tiles over (clusters x the longest cluster's K tiles): 1.0 is a perfectly even split."""
     work = [sum(e - b for _, b, e in units) for units in plan(tiles, clusters, k_tiles, enabled)]
     return tiles * k_tiles / (clusters * max(work))
+
+
+# ---- a tail for a dynamic scheduler (the Blackwell step 11, under cluster launch control) ------
+#
+# Cluster launch control hands out *units* in launch order to whichever cluster is free, so no
+# plan says in advance which cluster runs what, and no cluster may wait for another that may not
+# have started. The tail's r tiles are cut into ``parts`` equal K ranges each; the units are the
+# whole tiles (0 .. tiles - r - 1), then every tail tile's parts in turn. Each part adds one to its
+# tile's counter before it hands anything over; the part that finds ``parts - 1`` there is the
+# tile's last: it adds the others' partial sums (each of which counted itself before writing, so
+# it is running and never waits) and stores C. Whichever order the units run in, nobody waits on
+# a unit that has not started.
+
+
+def tail_parts(tiles, clusters, k_tiles, select: Callable = _select):
+    """Parts per tail tile (1: the tail stays whole).
+
+    With r = tiles mod clusters tail tiles cut into p parts, the tail takes ceil(r p / G) rounds of
+    1 / p of a tile each, plus a hand-over of ``FIXUP_K_TILES`` per extra part; whole, it takes
+    one tile. The p in 2 .. MAX_PARTS with the shortest tail wins if it beats the whole tail.
+    Compared in K tiles times p_best * p (cross-multiplied): integer arithmetic only.
+    """
+    tail = tiles % clusters
+    best_parts, best_rounds = 1, 1  # the whole tail: one round of whole tiles
+    best_cost = 0
+    for parts in range(2, MAX_PARTS + 1):
+        rounds = (tail * parts + clusters - 1) // clusters
+        cost = (parts - 1) * FIXUP_K_TILES
+        # rounds / parts * k_tiles + cost < best_rounds / best_parts * k_tiles + best_cost
+        better = (rounds * k_tiles + cost * parts) * best_parts < (best_rounds * k_tiles + best_cost * best_parts) * parts
+        better = better & (tail > 0) & (k_tiles >= parts)
+        best_parts = select(better, parts, best_parts)
+        best_rounds = select(better, rounds, best_rounds)
+        best_cost = select(better, cost, best_cost)
+    return best_parts
+
+
+def tail_units(tiles, clusters, parts, select: Callable = _select):
+    """(units to launch, whole tiles): the whole tiles, then ``parts`` units per tail tile."""
+    whole = tiles - select(parts > 1, tiles % clusters, 0)
+    return whole + (tiles - whole) * parts, whole
+
+
+def tail_unit(u, whole, parts, k_tiles, parts_div=None, select: Callable = _select):
+    """Unit u: (cluster-tile index, its part, first K tile, end K tile). ``parts_div`` divides by
+    ``parts`` (the kernel passes a fast divider made on the host; by default ``parts`` itself)."""
+    div = parts if parts_div is None else parts_div
+    is_whole = u < whole
+    j = select(is_whole, 0, u - whole)  # place among the tail's parts
+    tail_tile = j // div
+    part = j - tail_tile * parts
+    index = select(is_whole, u, whole + tail_tile)
+    k_begin = select(is_whole, 0, part * k_tiles // div)
+    k_end = select(is_whole, k_tiles, (part + 1) * k_tiles // div)
+    return index, part, k_begin, k_end
+
+
+def dynamic_plan(tiles: int, clusters: int, k_tiles: int) -> List[Tuple[int, int, int, int]]:
+    """Every unit, (tile index, part, k_begin, k_end), in launch order."""
+    parts = tail_parts(tiles, clusters, k_tiles)
+    units, whole = tail_units(tiles, clusters, parts)
+    return [tail_unit(u, whole, parts, k_tiles) for u in range(units)]
