@@ -1,4 +1,4 @@
-"""A small driver for compute-sanitizer (B200 kit): steps 5-8 on small shapes, each output checked.
+"""A small driver for compute-sanitizer (B200 kit): steps 5-8 and 11 on small shapes, each output checked.
 
     compute-sanitizer --tool racecheck python scripts/b200_sanitize.py racecheck
     python scripts/b200_sanitize.py --plan                 # the steps and shapes per tool (no GPU)
@@ -21,11 +21,14 @@ SHAPES = {
 }
 # every tool, step 8: 128 pair-clusters, more than a B200 holds at once (74), so CLC cancellations succeed
 MANY_CLUSTERS = (4096, 2048, 64)
+# every tool, step 11: 16 cluster-tiles whose K loops are cut in two (schedule.tail_parts), one with ragged edges
+SPLIT_TAILS = [(1024, 1024, 4096), (1000, 1000, 4000)]
 
 
 def plan(tool: str) -> list:
     """[(step key, shape), ...] for ``tool``."""
-    return [(key, shape) for key in STEPS for shape in SHAPES[tool]] + [("sm100/8", MANY_CLUSTERS)]
+    return ([(key, shape) for key in STEPS for shape in SHAPES[tool]] + [("sm100/8", MANY_CLUSTERS)]
+            + [("sm100/11", shape) for shape in SPLIT_TAILS])
 
 
 def main(argv=None) -> int:

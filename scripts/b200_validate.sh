@@ -1,5 +1,5 @@
 #!/bin/bash
-# The B200 kit: validate and time the Blackwell ladder (sm100/1..10) on a B200 in one command, and
+# The B200 kit: validate and time the Blackwell ladder (sm100/1..11) on a B200 in one command, and
 # leave the records where the book reads them. From anywhere:
 #   bash scripts/b200_validate.sh OUT        (or: make b200 OUT=...)
 # Phases, each logged under OUT: the GPU check (any other GPU, or none, stops at once with exit 2),
@@ -7,7 +7,7 @@
 # against cuBLAS, the final step over the broad sweep in both orders (gpu_broad_sweep.sh), the records copied into results/<gpu>/
 # (results/nvidia-b200/ on a B200), then a table. Wrong outputs skip the timing: numbers of a
 # wrong kernel are worthless. Exit 0: all passed; 1: something failed (OUT/status.log); 2: no B200.
-# Knobs: PY (default .venv/bin/python, else python3), NAIVE=0 skips step 1, FINAL_STEP (sm100/10),
+# Knobs: PY (default .venv/bin/python, else python3), NAIVE=0 skips step 1, FINAL_STEP (sm100/11),
 # DRY_RUN=1 prints each phase's command and runs nothing after the check.
 set -u
 out=${1:?usage: scripts/b200_validate.sh OUT_DIR}
@@ -17,7 +17,7 @@ if [ -z "${PY:-}" ]; then
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-final=${FINAL_STEP:-sm100/10}
+final=${FINAL_STEP:-sm100/11}
 dry=${DRY_RUN:-0}
 : > "$out/status.log"
 
@@ -110,7 +110,7 @@ fi
 
 # 5. Timing, only if everything above computed the right numbers.
 if [ $correct = 1 ]; then
-  steps="sm100/2 sm100/3 sm100/4 sm100/5 sm100/6 sm100/7 sm100/8 sm100/9 sm100/10"
+  steps="sm100/2 sm100/3 sm100/4 sm100/5 sm100/6 sm100/7 sm100/8 sm100/9 sm100/10 sm100/11"
   [ "${NAIVE:-1}" = 0 ] || steps="sm100/1 $steps"
   phase ladder 5400 $PY -m gemm_course bench $steps --shapes 4096 8192 --out "$out" --tag ladder
   [ $rc = 0 ] || failed=1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import arch, b200, records
+from gemm_course import arch, b200, records, schedule
 
 pytestmark = pytest.mark.fast
 
@@ -121,11 +121,11 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
         assert f"compute-sanitizer --tool {tool}" in cmd[f"sanitize_{tool}"]
         assert f"scripts/b200_sanitize.py {tool}" in cmd[f"sanitize_{tool}"]
     ladder_cmd = cmd["ladder"].split()
-    assert [a for a in ladder_cmd if a.startswith("sm")] == [f"sm100/{n}" for n in range(1, 11)]
+    assert [a for a in ladder_cmd if a.startswith("sm")] == [f"sm100/{n}" for n in range(1, 12)]
     assert "--shapes 4096 8192 " in cmd["ladder"] and "--tag ladder" in cmd["ladder"]
     for name, order in (("broad_sweep", 1), ("broad_sweep_reversed", -1)):  # the broad sweep, both orders
         sweep = cmd[name].split()
-        assert sweep[sweep.index("bench") + 1] == "sm100/10" and sweep[sweep.index("--tag") + 1] == name
+        assert sweep[sweep.index("bench") + 1] == "sm100/11" and sweep[sweep.index("--tag") + 1] == name
         shapes = sweep[sweep.index("--shapes") + 1:sweep.index("--rounds")]
         assert shapes == _broad_sweep()[::order] and len(shapes) == 46
     assert "results/nvidia-b200/" in out and "pull request" in out and "OUT/*.log" in out
@@ -142,12 +142,15 @@ def test_sanitizer_plan_covers_steps_5_to_8_with_partial_tiles_and_many_clusters
     spec.loader.exec_module(driver)
     for tool in ("racecheck", "synccheck", "memcheck"):
         plan = driver.plan(tool)
-        assert {key for key, _ in plan} == {"sm100/5", "sm100/6", "sm100/7", "sm100/8"}
+        assert {key for key, _ in plan} == {"sm100/5", "sm100/6", "sm100/7", "sm100/8", "sm100/11"}
         for key, shape in plan:
             assert ladder.get(key).can_implement(GemmProblem(*shape))[0], (key, shape)
         # more pair-clusters than a B200 (148 SMs) holds at once, so CLC cancellations succeed
         assert any(key == "sm100/8" and (m // 256) * (n // 256) > 148 // 2 for key, (m, n, _) in plan)
     assert any(m % 128 and n % 256 for _, (m, n, _) in driver.plan("memcheck"))
+    for key, (m, n, k) in driver.plan("memcheck"):  # step 11's shapes split their tail (the hand-over runs)
+        if key == "sm100/11":
+            assert schedule.tail_parts(-(-m // 256) * -(-n // 256), 74, -(-k // 64)) > 1, (m, n, k)
 
 
 def _record(step, shape, tflops, cublas, rel_error=3e-3, gpu="NVIDIA B200"):
@@ -271,9 +274,9 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
         "gpu_check", "doctor", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed", "copy"]
     copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
     assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 3
-    assert len(records.load_records(str(results))) == 10 * 2 + 2 * 46
+    assert len(records.load_records(str(results))) == 11 * 2 + 2 * 46
     tail = proc.stdout[proc.stdout.index("== records"):]
-    assert "broad sweep sm100/10: 46 shapes" in tail and "broad sweep reversed sm100/10: 46 shapes" in tail
+    assert "broad sweep sm100/11: 46 shapes" in tail and "broad sweep reversed sm100/11: 46 shapes" in tail
     assert "pull request" in tail
     for log in out.glob("*.log"):  # (the fake python's own folder would be a real one's, e.g. /usr/bin)
         assert str(out) not in log.read_text() and str(results) not in log.read_text(), log.name

@@ -175,7 +175,7 @@ def test_sm100_k_not_a_multiple_of_the_k_tile(key):
 
 
 @sm100
-@pytest.mark.parametrize("key,fields", [(f"sm100/{n}", {}) for n in range(4, 11)] + [("sm100/4", {"tile_m": 128})],
+@pytest.mark.parametrize("key,fields", [(f"sm100/{n}", {}) for n in range(4, 12)] + [("sm100/4", {"tile_m": 128})],
                          ids=_ids)
 def test_sm100_partial_tiles_are_clipped_by_the_tma_store(key, fields):
     """M not a multiple of 128 and N not a multiple of 256: the TMA store must write only inside C."""
@@ -184,7 +184,7 @@ def test_sm100_partial_tiles_are_clipped_by_the_tma_store(key, fields):
 
 
 @sm100
-@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(5, 11)])
+@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(5, 12)])
 @pytest.mark.parametrize("cluster", [(2, 1), (2, 2), (4, 1), (4, 2)], ids=lambda c: f"cluster{c[0]}x{c[1]}")
 def test_sm100_every_cluster_shape_on_a_ragged_grid(key, cluster):
     """CTA grids (tiles of 128 x 256) that are not multiples of the cluster: 5 x 3, 9 x 5, 1 x 1 tiles,
@@ -210,7 +210,8 @@ CLC_MANY = [(8192, 8192, 256), (8000, 8104, 136)]  # ~1000 clusters: most tiles 
 
 @sm100
 @pytest.mark.parametrize("key,fields", [("sm100/8", {}), ("sm100/8", {"clc_stages": 2}), ("sm100/9", {}),
-                                        ("sm100/9", {"group": 1}), ("sm100/9", {"group": 16}), ("sm100/10", {})],
+                                        ("sm100/9", {"group": 1}), ("sm100/9", {"group": 16}), ("sm100/10", {}),
+                                        ("sm100/11", {}), ("sm100/11", {"stream_k": False})],
                          ids=_ids)
 def test_sm100_clc_grids_below_one_wave_and_of_many_waves(key, fields):
     """Cluster launch control: fewer tiles than SMs (cancellations fail at once) and many waves
@@ -234,6 +235,40 @@ def test_sm100_clc_grids_below_one_wave_and_of_many_waves(key, fields):
             launch()
             torch.cuda.synchronize()
             assert relative_error(c, ref) < run.TOLERANCE, (key, config, (m, n, k))
+
+
+# 2, 3 and 4 parts per tail tile on a B200 (schedule.tail_parts with 74 clusters), one with ragged edges
+SPLIT_TAILS = [(4096, 4096, 4096), (1000, 1000, 4000), (1024, 1024, 8192), (256, 256, 28672)]
+
+
+@sm100
+@pytest.mark.parametrize("cluster_m", [2, 4])
+def test_sm100_split_tail_is_correct_launch_after_launch(cluster_m):
+    """Step 11's tail cut along K: every tail part's hand-over, three launches on one workspace,
+    output poisoned before each; every counter and flag must be back at zero after each launch."""
+    import torch
+
+    from gemm_course import schedule
+    from gemm_course.kernels.sm100.step11_beyond_the_seed import resident_clusters
+    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+
+    step = ladder.get("sm100/11")
+    config = step.config(cluster_m=cluster_m)
+    seen = set()
+    for m, n, k in SPLIT_TAILS:
+        tiles = -(-m // (128 * cluster_m)) * -(-n // 256)
+        seen.add(schedule.tail_parts(tiles, resident_clusters(config), -(-k // 64)))
+        a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
+        ref = reference(a, b)
+        launch = run.prepare(step, a, b, c, config)
+        for _ in range(3):
+            c.fill_(float("nan"))
+            launch()
+            torch.cuda.synchronize()
+            assert relative_error(c, ref) < run.TOLERANCE, (config, (m, n, k))
+            assert int(launch.workspace[1].abs().sum()) == 0 and int(launch.workspace[2].abs().sum()) == 0
+    if cluster_m == 2:
+        assert seen == {2, 3, 4}  # every part count the rule can pick ran
 
 
 @sm100

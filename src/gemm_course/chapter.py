@@ -22,8 +22,7 @@ from IPython.display import Markdown, display
 
 from . import arch, bench, ladder, viz
 
-# the bars of chapters 4-11: steps 3-11 (chapter 3 shows steps 1-3); an architecture draws the steps
-# it has (Blackwell's ladder ends at step 10, Hopper's at step 11)
+# the bars of chapters 4-11: steps 3-11 (chapter 3 shows steps 1-3), both architectures
 TENSOR_CORE_STEPS = range(3, 12)
 GPU_NAMES = {"sm90": "Hopper GPU (sm_90a)", "sm100": "Blackwell GPU (sm_100a)"}
 
