@@ -170,11 +170,13 @@ def test_workspace_holds_every_slot(cluster_m):
     for tiles, k_tiles in itertools.product(range(1, 4 * clusters), (1, 4, 64, 448)):
         parts = schedule.tail_parts(tiles, clusters, k_tiles)
         _, whole = schedule.tail_units(tiles, clusters, parts)
-        for index, part in itertools.product(range(whole, tiles), range(parts)):
-            counter = (index - whole) * ctas + ctas - 1  # tail_slot of the cluster's last CTA
-            slot = counter * schedule.MAX_PARTS + part
-            assert counter < counters[0] and slot < flags[0]
+        slots = set()
+        for index, part, cta in itertools.product(range(whole, tiles), range(parts), range(ctas)):
+            counter, slot = schedule.tail_slot(index, part, whole, cta, ctas)
+            assert 0 <= counter < counters[0] and 0 <= slot < flags[0]
             assert (slot + 1) * config.tile_m * config.tile_n <= partials[0]
+            slots.add(slot)
+        assert len(slots) == (tiles - whole) * parts * ctas  # no two CTAs or parts share a slot
 
 
 @pytest.mark.fast

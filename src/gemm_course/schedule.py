@@ -267,6 +267,13 @@ def tail_unit(u, whole, parts, k_tiles, parts_div=None, select: Callable = _sele
     return index, part, k_begin, k_end
 
 
+def tail_slot(index, part, whole, cta, ctas):
+    """(counter, partial-sum slot) of CTA ``cta`` (of ``ctas`` per cluster) in tail tile ``index``'s
+    part ``part``: one counter per CTA of a tail tile, MAX_PARTS slots per counter."""
+    counter = (index - whole) * ctas + cta
+    return counter, counter * MAX_PARTS + part
+
+
 def dynamic_plan(tiles: int, clusters: int, k_tiles: int) -> List[Tuple[int, int, int, int]]:
     """Every unit, (tile index, part, k_begin, k_end), in launch order."""
     parts = tail_parts(tiles, clusters, k_tiles)

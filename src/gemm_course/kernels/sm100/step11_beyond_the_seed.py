@@ -148,12 +148,10 @@ class Gemm(parent.Gemm):
 
     # ---- device side: handing partial sums over ------------------------------------------------
 
-    def tail_slot(self, index, part, whole, parts):
-        """(counter slot, partial-sum slot) of this CTA in tail tile ``index``'s part ``part``."""
+    def tail_slot(self, index, part, whole):
+        """(counter, partial-sum slot) of this CTA in tail tile ``index``'s part ``part``."""
         cta = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        ctas = self.cluster_shape_mnk[0] * self.cluster_shape_mnk[1]
-        counter = (index - whole) * ctas + cta
-        return counter, counter * schedule.MAX_PARTS + part
+        return schedule.tail_slot(index, part, whole, cta, self.cluster_shape_mnk[0] * self.cluster_shape_mnk[1])
 
     def partial_view(self, mPartials: cute.Tensor, slot, sub, values):
         """Thread ``tidx``'s ``values`` fp32 values of sub-tile ``sub`` in a slot, value-major."""
@@ -178,33 +176,34 @@ class Gemm(parent.Gemm):
         flag; if last, add every other part's partial sum into the accumulator. True if last."""
         tidx, _, _ = cute.arch.thread_idx()
         whole, parts, _ = constants
-        counter, slot = self.tail_slot(index, part, whole, parts)
+        counter, slot = self.tail_slot(index, part, whole)
         last = self.arrive(mCounters, counter, storage) == parts - 1
         gC = cute.local_tile(mC, self.tile_mnk, (0, 0, None), proj=(1, 1, None))  # only its shape is used
         tmem_load, tDtAcc, tDgC = self.make_epilogue_copy(accumulator, gC, tidx)  # (T2R, T2R_M, T2R_N, 1, subtiles)
         registers = cute.make_rmem_tensor(tDgC[(None, None, None, 0, 0)].shape, ACC_DTYPE)
         values = cute.size(registers)
         if last:
-            tmem_store = self.make_tmem_store(accumulator, tmem_load)
-            tDtAcc_st = tmem_store.get_slice(tidx).partition_D(self.accumulator_subtiles(accumulator))
-            for other in cutlass.range(parts, unroll=1):
-                other_slot = slot - part + other
-                if other != part:
-                    if tidx == 0:
+            if tidx == 0:  # every other part's flag (they counted themselves in, so they are writing)
+                for other in cutlass.range(parts, unroll=1):
+                    if other != part:
+                        other_slot = slot - part + other
                         flag = cute.arch.load(mFlags.iterator + other_slot, cutlass.Int32, sem="acquire", scope="gpu")
                         while flag == 0:
                             flag = cute.arch.load(mFlags.iterator + other_slot, cutlass.Int32, sem="acquire", scope="gpu")
                         cute.arch.store(mFlags.iterator + other_slot, cutlass.Int32(0))  # ready for the next launch
-                    cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.epilogue_threads)
-                    for sub in cutlass.range_constexpr(cute.size(tDtAcc, mode=[4])):
-                        cute.copy(tmem_load, tDtAcc[(None, None, None, 0, sub)], registers)
-                        partial = self.partial_view(mPartials, other_slot, sub, values)
+                cute.arch.store(mCounters.iterator + counter, cutlass.Int32(0))
+            cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.epilogue_threads)
+            tmem_store = self.make_tmem_store(accumulator)
+            tDtAcc_st = tmem_store.get_slice(tidx).partition_D(self.accumulator_subtiles(accumulator))
+            for sub in cutlass.range_constexpr(cute.size(tDtAcc, mode=[4])):
+                cute.copy(tmem_load, tDtAcc[(None, None, None, 0, sub)], registers)
+                for other in cutlass.range(parts, unroll=1):
+                    if other != part:
+                        partial = self.partial_view(mPartials, slot - part + other, sub, values)
                         for v in cutlass.range(values, unroll_full=True):
                             registers[v] = registers[v] + partial[v]
-                        cute.copy(tmem_store, registers, tDtAcc_st[(None, None, None, 0, sub)])
-                    cute.arch.fence_view_async_tmem_store()  # the sums are in tensor memory before the next read
-            if tidx == 0:
-                cute.arch.store(mCounters.iterator + counter, cutlass.Int32(0))  # ready for the next launch
+                cute.copy(tmem_store, registers, tDtAcc_st[(None, None, None, 0, sub)])
+            cute.arch.fence_view_async_tmem_store()  # the sums are in tensor memory before the epilogue reads them
         else:
             for sub in cutlass.range_constexpr(cute.size(tDtAcc, mode=[4])):
                 cute.copy(tmem_load, tDtAcc[(None, None, None, 0, sub)], registers)
@@ -220,7 +219,7 @@ class Gemm(parent.Gemm):
         """The accumulator as (tile_m, epi_n, 1, subtiles), as ``make_epilogue_copy`` divides it."""
         return cute.flat_divide(accumulator[((None, None), 0, 0)], self.epi_tile())
 
-    def make_tmem_store(self, accumulator, tmem_load):
+    def make_tmem_store(self, accumulator):
         """Registers -> tensor memory, the mirror of the epilogue's ``tcgen05.ld`` (32 lanes x 32 bits)."""
         atom = cute.make_copy_atom(tcgen05.St32x32bOp(tcgen05.Repetition(self.config.epi_n)), ACC_DTYPE)
         return tcgen05.make_tmem_copy(atom, self.accumulator_subtiles(accumulator)[(None, None, 0, 0)])
