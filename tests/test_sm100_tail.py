@@ -192,3 +192,68 @@ def test_without_stream_k_no_hand_over_is_compiled():
     off = arch.compile_step(step, dataclasses.replace(step.default, stream_k=False), target="sm_100a").ptx
     for marker in ("atom.global.acq_rel.add", "ld.acquire.gpu", "st.release.gpu", "tcgen05.st", "tcgen05.wait::st"):
         assert marker in on and marker not in off, marker
+
+
+TRACED = '''
+import sys
+import cutlass, cutlass.cute as cute
+from gemm_course import schedule
+
+@cute.jit
+def units(tiles: cutlass.Int32, clusters: cutlass.Constexpr, k_tiles: cutlass.Int32):
+    # the kernel's arithmetic on traced values: cutlass.select_, a fast divider made as the host makes it
+    cute.printf("case %d %d", tiles, k_tiles)
+    parts = schedule.tail_parts(tiles, clusters, k_tiles, cutlass.select_)
+    count, whole = schedule.tail_units(tiles, clusters, parts, cutlass.select_)
+    div = cute.fast_divmod_create_divisor_v2(cutlass.Int32(parts))
+    cute.printf("grid %d %d %d", parts, count, whole)
+    for u in cutlass.range(count, unroll=1):
+        index, part, k_begin, k_end = schedule.tail_unit(u, whole, parts, k_tiles, div, cutlass.select_)
+        cute.printf("unit %d %d %d %d", index, part, k_begin, k_end)
+
+clusters = int(sys.argv[1])
+run = cute.compile(units, cutlass.Int32(1), clusters, cutlass.Int32(1))
+for arg in sys.argv[2:]:
+    tiles, k_tiles = map(int, arg.split(","))
+    run(cutlass.Int32(tiles), cutlass.Int32(k_tiles))
+'''
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("clusters", [74, 37])
+def test_traced_units_are_the_twins(clusters, tmp_path):
+    """The same schedule functions on traced Int32 values (as the kernel's host code and warps run
+    them, compiled and executed by CuTeDSL on this CPU) give the Python twin's units, unit by unit."""
+    import os
+    import subprocess
+    import sys
+
+    cases = [(256, 64), (1024, 128), (16, 128), (4, 128), (1, 448), (3, 5), (100, 64), (2 * clusters + 7, 200), (clusters, 64)]
+    script = tmp_path / "traced.py"
+    script.write_text(TRACED)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, str(script), str(clusters)] + [f"{t},{k}" for t, k in cases],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got, case = {}, None
+    words = proc.stdout.split()
+    i = 0
+    while i < len(words):
+        tag = words[i]
+        if tag == "case":
+            case = (int(words[i + 1]), int(words[i + 2]))
+            got[case] = {"units": []}
+            i += 3
+        elif tag == "grid":
+            got[case]["grid"] = tuple(int(w) for w in words[i + 1:i + 4])
+            i += 4
+        else:
+            assert tag == "unit", tag
+            got[case]["units"].append(tuple(int(w) for w in words[i + 1:i + 5]))
+            i += 5
+    assert set(got) == set(cases)
+    for tiles, k_tiles in cases:
+        parts = schedule.tail_parts(tiles, clusters, k_tiles)
+        assert got[(tiles, k_tiles)]["grid"] == (parts, *schedule.tail_units(tiles, clusters, parts))
+        assert got[(tiles, k_tiles)]["units"] == schedule.dynamic_plan(tiles, clusters, k_tiles)
+    assert {got[c]["grid"][0] for c in cases} >= {1, 2, 3, 4}  # every part count was traced
