@@ -62,7 +62,7 @@ def check_machine(machine: Optional[arch.Machine] = None) -> tuple:
         cc = ".".join(map(str, m.capability))
         found = f"device 0 is {m.gpu_name} (compute capability {cc}, course target {m.target or 'none'})"
     message = (
-        f"b200_validate.sh stops: {found}. This kit validates and times the Blackwell ladder (sm100/1..10) and "
+        f"b200_validate.sh stops: {found}. This kit validates and times the Blackwell ladder (sm100/1..11) and "
         f"needs a B200-class GPU as device 0: compute capability 10.0 or 10.3, target {TARGET}; nothing was run "
         f"and nothing was written under results/. {HINT}"
     )

@@ -25,7 +25,8 @@ fourth tile time. Key differences:
   warp's 32 stores of one value are 128 contiguous bytes.
 
 Expected (a model, not measured: no B200 here): at 4096^3 the tail's tile time halves, so the
-run takes about 3.5 + a hand-over instead of 4 tile times, up to ~10% faster than step 10; on
+run takes 3.5 tile times + a hand-over (``FIXUP_K_TILES``, a quarter tile at K = 4096) instead of 4,
+about 6% faster than step 10; on
 grids whose tail nearly fills the wave (8192^3: r = 62 of 74) the rule keeps the tail whole and
 the kernel runs step 10's schedule. The B200 kit (``scripts/b200_validate.sh``) times it.
 
