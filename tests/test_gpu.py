@@ -204,6 +204,24 @@ def test_sm100_step7_tiles_per_cta_and_accumulators(tiles_per_cta, acc_stages):
     _check_sm100("sm100/7", [(640, 1288, 200), (256, 2312, 136), (300, 264, 64)], config, seed=31)
 
 
+def _launch_three_times(step, config, shape, after=None):
+    """One launcher, three launches, the output poisoned before each and checked after;
+    ``after(launcher)`` must hold after each launch too (e.g. a workspace left ready)."""
+    import torch
+
+    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+
+    a, b, c = make_inputs(GemmProblem(*shape), "cuda", seed=sum(shape))
+    ref = reference(a, b)
+    launch = run.prepare(step, a, b, c, config)
+    for _ in range(3):
+        c.fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+        assert relative_error(c, ref) < run.TOLERANCE, (step.key, config, shape)
+        assert after is None or after(launch), (step.key, config, shape)
+
+
 CLC_FEW = [(256, 256, 64), (512, 512, 1000)]  # 1 and 4 clusters, all resident: every try_cancel fails
 CLC_MANY = [(8192, 8192, 256), (8000, 8104, 136)]  # ~1000 clusters: most tiles come from cancellations
 
@@ -218,23 +236,14 @@ def test_sm100_clc_grids_below_one_wave_and_of_many_waves(key, fields):
     (they win), each launched three times on one launcher, output poisoned before each."""
     import torch
 
-    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
-
     step = ladder.get(key)
     config = step.config(**fields)
     pairs_at_once = torch.cuda.get_device_properties(0).multi_processor_count // (config.cluster_m * config.cluster_n)
     clusters = lambda m, n: -(-m // (128 * config.cluster_m)) * -(-n // (256 * config.cluster_n))  # noqa: E731
     assert all(clusters(m, n) < pairs_at_once for m, n, _ in CLC_FEW)
     assert all(clusters(m, n) > 4 * pairs_at_once for m, n, _ in CLC_MANY)
-    for m, n, k in CLC_FEW + CLC_MANY:
-        a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
-        ref = reference(a, b)
-        launch = run.prepare(step, a, b, c, config)
-        for _ in range(3):
-            c.fill_(float("nan"))
-            launch()
-            torch.cuda.synchronize()
-            assert relative_error(c, ref) < run.TOLERANCE, (key, config, (m, n, k))
+    for shape in CLC_FEW + CLC_MANY:
+        _launch_three_times(step, config, shape)
 
 
 # 2, 3 and 4 parts per tail tile on a B200 (schedule.tail_parts with 74 clusters), one with ragged edges
@@ -246,11 +255,8 @@ SPLIT_TAILS = [(4096, 4096, 4096), (1000, 1000, 4000), (1024, 1024, 8192), (256,
 def test_sm100_split_tail_is_correct_launch_after_launch(cluster_m):
     """Step 11's tail cut along K: every tail part's hand-over, three launches on one workspace,
     output poisoned before each; every counter and flag must be back at zero after each launch."""
-    import torch
-
     from gemm_course import schedule
     from gemm_course.kernels.sm100.step11_beyond_the_seed import resident_clusters
-    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
 
     step = ladder.get("sm100/11")
     config = step.config(cluster_m=cluster_m)
@@ -258,15 +264,8 @@ def test_sm100_split_tail_is_correct_launch_after_launch(cluster_m):
     for m, n, k in SPLIT_TAILS:
         tiles = -(-m // (128 * cluster_m)) * -(-n // 256)
         seen.add(schedule.tail_parts(tiles, resident_clusters(config), -(-k // 64)))
-        a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
-        ref = reference(a, b)
-        launch = run.prepare(step, a, b, c, config)
-        for _ in range(3):
-            c.fill_(float("nan"))
-            launch()
-            torch.cuda.synchronize()
-            assert relative_error(c, ref) < run.TOLERANCE, (config, (m, n, k))
-            assert int(launch.workspace[1].abs().sum()) == 0 and int(launch.workspace[2].abs().sum()) == 0
+        _launch_three_times(step, config, (m, n, k), after=lambda launch: not any(
+            int(w.abs().sum()) for w in launch.workspace[1:]))  # every counter and flag back at zero
     if cluster_m == 2:
         assert seen == {2, 3, 4}  # every part count the rule can pick ran
 
