@@ -251,23 +251,24 @@ SPLIT_TAILS = [(4096, 4096, 4096), (1000, 1000, 4000), (1024, 1024, 8192), (256,
 
 
 @sm100
-@pytest.mark.parametrize("cluster_m", [2, 4])
-def test_sm100_split_tail_is_correct_launch_after_launch(cluster_m):
+@pytest.mark.parametrize("cluster", [(2, 1), (4, 1), (2, 2)], ids=lambda c: f"cluster{c[0]}x{c[1]}")
+def test_sm100_split_tail_is_correct_launch_after_launch(cluster):
     """Step 11's tail cut along K: every tail part's hand-over, three launches on one workspace,
     output poisoned before each; every counter and flag must be back at zero after each launch."""
     from gemm_course import schedule
     from gemm_course.kernels.sm100.step11_beyond_the_seed import resident_clusters
 
     step = ladder.get("sm100/11")
-    config = step.config(cluster_m=cluster_m)
+    config = step.config(cluster_m=cluster[0], cluster_n=cluster[1])
     seen = set()
     for m, n, k in SPLIT_TAILS:
-        tiles = -(-m // (128 * cluster_m)) * -(-n // 256)
+        tiles = -(-m // (128 * cluster[0])) * -(-n // (256 * cluster[1]))
         seen.add(schedule.tail_parts(tiles, resident_clusters(config), -(-k // 64)))
         _launch_three_times(step, config, (m, n, k), after=lambda launch: not any(
             int(w.abs().sum()) for w in launch.workspace[1:]))  # every counter and flag back at zero
-    if cluster_m == 2:
+    if cluster == (2, 1):
         assert seen == {2, 3, 4}  # every part count the rule can pick ran
+    assert max(seen) > 1  # a tail was split
 
 
 @sm100
