@@ -264,6 +264,10 @@ def clc_timeline(tmp_path):
     return viz.clc_timeline(sim.clc_schedule(64, 16, policy="lowest", seed=0))
 
 
+def dynamic_tail(tmp_path):
+    return viz.dynamic_tail(19, 8, 64)  # as chapter 11 draws it
+
+
 def cluster_placement(tmp_path):
     probes = rec.newest_run(_records("placement"))
     return viz.cluster_placement(probes[-1])
@@ -324,6 +328,7 @@ CASES = {name: (fn, mark, builder) for name, fn, mark, builder in [
     ("stream_k_tail_lockstep", "stream_k_tail", "fast", stream_k_tail_lockstep),
     ("tile_choice_map", "tile_choice_map", "fast", tile_choice_map),
     ("clc_timeline", "clc_timeline", "fast", clc_timeline),
+    ("dynamic_tail", "dynamic_tail", "fast", dynamic_tail),
     ("cluster_placement", "cluster_placement", "fast", cluster_placement),
     ("power_limit_bars", "power_limit_bars", "fast", power_limit_bars),
     ("order_energy", "order_energy", "fast", order_energy),

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from gemm_course import arch, ladder, schedule
+from gemm_course import arch, ladder, schedule, sim
 from gemm_course.kernels.sm100 import step11_beyond_the_seed as step11
 
 G_B200 = step11.resident_clusters(step11.Config())
@@ -42,10 +42,11 @@ def test_units_cover_every_k_tile_of_every_tile_once(tiles, clusters, k_tiles):
 
 
 def _tail_time(tiles, clusters, k_tiles, parts) -> Fraction:
-    """The rule's model: the tail in K tiles of one cluster, plus a hand-over per extra part."""
+    """The rule's model, restated: each round of units takes 1 / parts of a tile's K loop, then its
+    last parts add the other parts' sums, a hand-over each."""
     tail = tiles % clusters
     rounds = -(-tail * parts // clusters)
-    return Fraction(rounds * k_tiles, parts) + (parts - 1) * schedule.FIXUP_K_TILES
+    return rounds * (Fraction(k_tiles, parts) + (parts - 1) * schedule.FIXUP_K_TILES)
 
 
 @pytest.mark.fast
@@ -70,8 +71,36 @@ def test_tail_parts_hand_computed():
     assert schedule.tail_parts(1024, 74, 128) == 1
     # 16 tiles, long K: thirds (42.7 K tiles + 2 hand-overs) beat halves (64 + 1) and quarters (32 + 3)
     assert schedule.tail_parts(16, 74, 128) == 3
+    # 40 tiles of 128 K tiles on 66 clusters: thirds need two rounds (85.3 + 4 hand-overs = 149.3 > 128)
+    assert schedule.tail_parts(40, 66, 128) == 1
     # a whole number of waves has no tail
     assert schedule.tail_parts(148, 74, 64) == 1
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("tiles,clusters,k_tiles", GRIDS)
+def test_the_rules_split_is_faster_when_played_out(tiles, clusters, k_tiles):
+    """On the event model (units in launch order to the first free cluster, sim.dynamic_tail) the
+    split the rule picks finishes before the whole tail, and no later than the rule's model says."""
+    parts = schedule.tail_parts(tiles, clusters, k_tiles)
+    whole = max(r.end for r in sim.dynamic_tail(tiles, clusters, k_tiles, split=False))
+    split = max(r.end for r in sim.dynamic_tail(tiles, clusters, k_tiles, split=True))
+    if parts == 1:
+        assert split == whole  # nothing is cut
+        return
+    model = tiles // clusters * k_tiles + _tail_time(tiles, clusters, k_tiles, parts)
+    rounds = -(-(tiles % clusters) * parts // clusters)
+    # (+ a K tile per round: the parts' K ranges are whole K tiles, the model's thirds are not)
+    assert split < whole and split <= model + rounds, (parts, whole, split, float(model))
+
+
+@pytest.mark.fast
+def test_played_out_tail_covers_every_k_tile_and_charges_the_last_part():
+    runs = sim.dynamic_tail(19, 8, 64)
+    assert sum(r.loop_end - r.start for r in runs) == 19 * 64
+    lasts = [r for r in runs if r.kind == "last"]
+    assert len(lasts) == 3 and all(r.end - r.loop_end == schedule.FIXUP_K_TILES for r in lasts)
+    assert max(r.end for r in runs) == 2 * 64 + 32 + 16  # two waves, half a tile, one hand-over
 
 
 # ---- the hand-over, played out ------------------------------------------------------------------

@@ -224,26 +224,27 @@ def busy_fraction(tiles: int, clusters: int, k_tiles: int, enabled: bool = True)
 # a unit that has not started.
 
 
-def tail_parts(tiles, clusters, k_tiles, select: Callable = _select):
-    """Parts per tail tile (1: the tail stays whole).
+def tail_span(tail, clusters, parts, k_tiles):
+    """The tail's length in K tiles of one cluster, times ``parts`` (an integer): r = ``tail`` tiles
+    cut into p = ``parts`` parts are r p units for G = ``clusters`` clusters, ceil(r p / G) rounds;
+    each round takes 1 / p of a tile's K loop, and its tiles' last parts then add the other p - 1
+    partial sums, ``FIXUP_K_TILES`` each, before their clusters take the next round's units.
+    Whole (p = 1), the tail takes one tile's K loop."""
+    rounds = (tail * parts + clusters - 1) // clusters
+    return rounds * (k_tiles + parts * (parts - 1) * FIXUP_K_TILES)
 
-    With r = tiles mod clusters tail tiles cut into p parts, the tail takes ceil(r p / G) rounds of
-    1 / p of a tile each, plus a hand-over of ``FIXUP_K_TILES`` per extra part; whole, it takes
-    one tile. The p in 2 .. MAX_PARTS with the shortest tail wins if it beats the whole tail.
-    Compared in K tiles times p_best * p (cross-multiplied): integer arithmetic only.
-    """
+
+def tail_parts(tiles, clusters, k_tiles, select: Callable = _select):
+    """Parts per tail tile (1: the tail stays whole): the p in 2 .. MAX_PARTS whose ``tail_span`` is
+    shortest, if it is shorter than the whole tail's. The spans are compared cross-multiplied
+    (span_p / p against span_q / q), so in integer arithmetic only."""
     tail = tiles % clusters
-    best_parts, best_rounds = 1, 1  # the whole tail: one round of whole tiles
-    best_cost = 0
+    best_parts, best_span = 1, k_tiles  # the whole tail: one tile's K loop
     for parts in range(2, MAX_PARTS + 1):
-        rounds = (tail * parts + clusters - 1) // clusters
-        cost = (parts - 1) * FIXUP_K_TILES
-        # rounds / parts * k_tiles + cost < best_rounds / best_parts * k_tiles + best_cost
-        better = (rounds * k_tiles + cost * parts) * best_parts < (best_rounds * k_tiles + best_cost * best_parts) * parts
-        better = better & (tail > 0) & (k_tiles >= parts)
+        span = tail_span(tail, clusters, parts, k_tiles)
+        better = (span * best_parts < best_span * parts) & (tail > 0) & (k_tiles >= parts)
         best_parts = select(better, parts, best_parts)
-        best_rounds = select(better, rounds, best_rounds)
-        best_cost = select(better, cost, best_cost)
+        best_span = select(better, span, best_span)
     return best_parts
 
 

@@ -48,7 +48,8 @@ net (tests/test_sm100_twins.py compares them with the kernels' own objects):
 :func:`clc_schedule` is an event model of step 8's cluster launch control (clusters that run
 take over the tiles of launches they cancel) and :func:`check_clc_schedule` what it must
 guarantee; :func:`cluster_cta_tiles` is the tile each CTA of a cluster computes for a
-cluster-tile index; :func:`tmem_plan` shows step 7's accumulator stages in tensor memory over time.
+cluster-tile index; :func:`tmem_plan` shows step 7's accumulator stages in tensor memory over time;
+:func:`dynamic_tail` plays step 11's units (``schedule.dynamic_plan``) on the resident clusters.
 
 Hopper's SM, stages and schedule (chapters 5-11)
 ------------------------------------------------
@@ -648,6 +649,51 @@ def check_clc_schedule(schedule: ClcSchedule) -> List[str]:
     if schedule.max_resident > schedule.resident:
         problems.append(f"{schedule.max_resident} clusters resident at once, more than {schedule.resident}")
     return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class TailRun:
+    """One unit of the Blackwell step 11 on one resident cluster (times in K tiles of work)."""
+
+    cluster: int
+    tile: int
+    part: int
+    start: float
+    loop_end: float  # its K loop done
+    end: float  # and, for the last part, the others' partial sums added
+    kind: str  # "whole", "part" (hands its partial sum over) or "last" (adds the others' and stores C)
+
+
+def dynamic_tail(tiles: int, clusters: int, k_tiles: int, split: bool = True, fixup=None) -> List[TailRun]:
+    """The units of ``schedule.dynamic_plan`` (``split``) or the whole tiles (step 10), taken in
+    launch order by whichever of ``clusters`` resident clusters is free first, every K tile taking
+    one unit of time. The part of a tail tile taken last finishes it: it waits until every part's
+    K loop is done, then adds the others' partial sums, ``fixup`` (default
+    ``schedule.FIXUP_K_TILES``) per other part, the price ``schedule.tail_parts`` assumes. A
+    model: no launch latency, no scheduler query, no jitter."""
+    import heapq
+
+    from . import schedule
+
+    fixup = schedule.FIXUP_K_TILES if fixup is None else fixup
+    units = (schedule.dynamic_plan(tiles, clusters, k_tiles) if split
+             else [(t, 0, 0, k_tiles) for t in range(tiles)])
+    parts = collections.Counter(index for index, _, b, e in units if e - b < k_tiles)
+    loops_done = collections.defaultdict(list)  # tail tile -> when each part's K loop ended
+    free = [(0.0, c) for c in range(min(clusters, len(units)))]
+    runs = []
+    for index, part, k_begin, k_end in units:  # launch order: the free cluster that asked first takes the next
+        start, cluster = heapq.heappop(free)
+        loop_end = end = start + (k_end - k_begin)
+        kind = "whole"
+        if index in parts:
+            loops_done[index].append(end)
+            kind = "part"
+            if len(loops_done[index]) == parts[index]:
+                end, kind = max(loops_done[index]) + fixup * (parts[index] - 1), "last"
+        runs.append(TailRun(cluster, index, part, start, loop_end, end, kind))
+        heapq.heappush(free, (end, cluster))
+    return runs
 
 
 def sm100_cluster_tile(index: int, clusters_m: int, clusters_n: int, order: str = "row", group: int = 8,

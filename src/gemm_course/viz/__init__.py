@@ -40,7 +40,7 @@ from .pipelines import (TIMELINE_PHASES, epilogue_path, k_loop_schedule, launch_
                         tmem_timeline)
 from .power import order_energy, power_limit_bars
 from .resources import instruction_mix, mix_changes, occupancy_bars, opcode_families, register_split, sweep
-from .schedules import (clc_timeline, cluster_placement, l2_panels, persistent_grid, stream_k_tail, tile_choice_map,
+from .schedules import (clc_timeline, cluster_placement, dynamic_tail, l2_panels, persistent_grid, stream_k_tail, tile_choice_map,
                         tile_orders)
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "instruction_mix", "k_loop_schedule", "l2_panels", "ladder_bars", "launch_timeline", "layout_grid",
     "multicast_mask_grid", "occupancy_bars", "opcode_families", "order_energy", "ownership", "persistent_grid",
     "pipeline_timeline", "power_limit_bars", "register_split", "roofline", "smem_traffic_bars", "stream_k_tail",
+    "dynamic_tail",
     "sweep", "sweep_ratios", "tile_choice_map", "tile_orders", "tmem_map", "tmem_timeline", "xor_pattern",
     # what the figures draw from
     "DATASHEET", "SEED_B200_TFLOPS", "SEED_LABEL", "SEED_SHAPE", "TIMELINE_PHASES", "ladder_data", "owners_from_lists",

@@ -197,6 +197,41 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
                        alt="Two horizontal bar charts of each cluster's work")
 
 
+def dynamic_tail(tiles: int, clusters: int, k_tiles: int, title: str = "") -> Figure:
+    """The Blackwell step 11's tail against step 10's, on the model :func:`gemm_course.sim.dynamic_tail`:
+    one row per resident cluster, one bar per unit it takes (colored by cluster-tile; hatched: a
+    part that hands its partial sum over; gray: the last part adding the others' sums)."""
+    from .. import sim
+
+    fig = new_figure(PAGE_WIDTH, 2 * (0.24 * clusters + 0.75) + 1.0)
+    axes = fig.subplots(2, 1, sharex=True)
+    base = list(colormaps["tab20"].colors)
+    for ax, split, name in zip(axes, (False, True), ("Step 10: whole tiles", "Step 11: the tail cut along K")):
+        runs = sim.dynamic_tail(tiles, clusters, k_tiles, split)
+        span = max(r.end for r in runs)
+        for r in runs:
+            ax.barh(r.cluster, r.loop_end - r.start, left=r.start, color=base[r.tile % len(base)], edgecolor="black",
+                    linewidth=0.4, hatch="///" if r.kind == "part" else None)
+            if r.kind == "last":
+                ax.barh(r.cluster, r.end - r.loop_end, left=r.loop_end, color="0.6", edgecolor="black", linewidth=0.4)
+        ax.axvline(span, color="red", linewidth=1)
+        busy = tiles * k_tiles / (clusters * span)
+        ax.set_title(f"{name}: done after {span:g} K tiles, {busy:.0%} of the clusters' time computing",
+                     fontsize=TEXT_PT + 1, loc="left")
+        ax.set_yticks(range(clusters), [f"cluster {c}" for c in range(clusters)])
+        ax.invert_yaxis()
+        ax.tick_params(labelsize=TEXT_PT)
+    axes[-1].set_xlabel("time in K tiles of one cluster's work (a model: every K tile equally long)")
+    fig.suptitle(wrap_title(title or f"{tiles} cluster-tiles of {k_tiles} K tiles on {clusters} resident clusters", 72),
+                 fontsize=TEXT_PT + 2)
+    return set_caption(fig, "From gemm_course.sim.dynamic_tail, which hands out the units of "
+                            "gemm_course.schedule.dynamic_plan (the functions the kernel traces) in launch order "
+                            "to whichever cluster is free first. Colors name cluster-tiles; hatched parts hand a "
+                            "partial sum over; gray is the last part adding the others' sums (FIXUP_K_TILES per "
+                            "part, the rule's price). The red line is when the last cluster finishes.",
+                       alt="Two timelines, one row per cluster, of step 10's whole tiles and step 11's split tail")
+
+
 def clc_timeline(schedule, title: str = "") -> Figure:
     """Which resident cluster computed which cluster-tile when, under cluster launch control
     (a :class:`gemm_course.sim.ClcSchedule`): one row per cluster that launched, one bar per tile,

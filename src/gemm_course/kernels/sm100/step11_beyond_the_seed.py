@@ -6,7 +6,7 @@ at 4096^3, 256 tiles of 256 x 256 are 3 waves and 34 tiles, so 40 of 74 clusters
 fourth tile time. Key differences:
 
 * *The tail's tiles are cut along K.* The host picks the parts per tail tile that shorten the
-  tail most, counting a hand-over per extra part (``schedule.tail_parts``; 2 at 4096^3: the
+  tail most, counting the hand-overs (``schedule.tail_parts``, ``schedule.tail_span``; 2 at 4096^3: the
   tail takes half a tile time, not a whole one). It launches one cluster per *unit*: the whole
   tiles first, then every tail tile's parts (``schedule.tail_units``). Cluster launch control
   hands the units out as in step 8; each warp decodes a unit into its tile and K range
