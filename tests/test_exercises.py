@@ -375,6 +375,27 @@ def test_code_exercises_of_chapters_2_3_9_10():
 
 
 @pytest.mark.fast
+def test_check_tail_parts():
+    from fractions import Fraction
+
+    from gemm_course import schedule
+
+    def mine(tiles, clusters, k_tiles):
+        tail, best, best_time = tiles % clusters, 1, Fraction(k_tiles)
+        for p in range(2, schedule.MAX_PARTS + 1):
+            if tail and k_tiles >= p and Fraction(schedule.tail_span(tail, clusters, p, k_tiles), p) < best_time:
+                best, best_time = p, Fraction(schedule.tail_span(tail, clusters, p, k_tiles), p)
+        return best
+
+    assert "right" in exercises.check_tail_parts(mine)
+    _wrong(exercises.check_tail_parts, lambda t, c, k: 2, match="the rule cuts")
+    _wrong(exercises.check_tail_parts, lambda t, c, k: 1, match="the rule cuts")
+    _wrong(exercises.check_tail_parts, lambda t, c, k: min(  # the hand-overs forgotten
+        range(1, 5), key=lambda p: Fraction(-(-(t % c) * p // c) * k, p) if t % c and k >= p else k), match="the rule cuts")
+    _wrong(exercises.check_tail_parts, lambda t, c, k: ..., match="nothing yet")
+
+
+@pytest.mark.fast
 def test_check_tile_width():
     from gemm_course import tile_rule
 

@@ -562,6 +562,27 @@ def check_tile_width(fn) -> str:
     return "right: the width step 11's config_for picks, on 256 shapes for each of two GPU sizes"
 
 
+def check_tail_parts(fn) -> str:
+    """Write ``fn(tiles, clusters, k_tiles)``: the parts per tail tile the Blackwell step 11's host
+    picks (``schedule.tail_parts``), from ``schedule.tail_span``. Compared with the rule on every
+    grid of 1-300 cluster-tiles, six K lengths and two cluster counts."""
+    from . import schedule
+
+    for clusters in (74, 37):  # a B200's pairs (148 SMs), and its clusters of four
+        for k_tiles in (1, 3, 16, 64, 128, 448):
+            for tiles in range(1, 301):
+                want = schedule.tail_parts(tiles, clusters, k_tiles)
+                got = fn(tiles, clusters, k_tiles)
+                assert got is not ... and got is not None, "your function returns nothing yet: write its body"
+                assert got == want, (
+                    f"{tiles} cluster-tiles of {k_tiles} K tiles on {clusters} clusters: the rule cuts each tail "
+                    f"tile into {want}, you say {got}. Hint: the tail is tiles % clusters tiles; for p in 2 .. "
+                    f"{schedule.MAX_PARTS} (and p <= k_tiles), schedule.tail_span(tail, clusters, p, k_tiles) / p "
+                    "is its length in K tiles; keep the shortest, and 1 unless it is shorter than k_tiles."
+                )
+    return "right: the parts sm100/11's host picks, on 3600 grids"
+
+
 def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:
     """The geometric mean over the sweep the book shows of ``step`` (``records.latest_sweep``; the
     final Hopper step by default) of its ratio to cuBLAS (``ratio_to_cublas``)."""
