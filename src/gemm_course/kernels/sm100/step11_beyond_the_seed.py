@@ -6,8 +6,8 @@ at 4096^3, 256 tiles of 256 x 256 are 3 waves and 34 tiles, so 40 of 74 clusters
 fourth tile time. Key differences:
 
 * *The tail's tiles are cut along K.* The host picks the parts per tail tile that shorten the
-  tail most, counting the hand-overs (``schedule.tail_parts``, ``schedule.tail_span``; 2 at 4096^3: the
-  tail takes half a tile time, not a whole one). It launches one cluster per *unit*: the whole
+  tail most, counting the hand-overs (``schedule.tail_parts``, ``schedule.tail_span``; 2 at
+  4096^3: the tail takes half a tile time, not a whole one). It launches one cluster per *unit*: the whole
   tiles first, then every tail tile's parts (``schedule.tail_units``). Cluster launch control
   hands the units out as in step 8; each warp decodes a unit into its tile and K range
   (``schedule.tail_unit``), the TMA warp loads only that range and the MMA warp accumulates it.
@@ -25,10 +25,10 @@ fourth tile time. Key differences:
   warp's 32 stores of one value are 128 contiguous bytes.
 
 Expected (a model, not measured: no B200 here): at 4096^3 the tail's tile time halves, so the
-run takes 3.5 tile times + a hand-over (``FIXUP_K_TILES``, a quarter tile at K = 4096) instead of 4,
-about 6% faster than step 10; on
-grids whose tail nearly fills the wave (8192^3: r = 62 of 74) the rule keeps the tail whole and
-the kernel runs step 10's schedule. The B200 kit (``scripts/b200_validate.sh``) times it.
+run takes 3.5 tile times + a hand-over (``FIXUP_K_TILES``, a quarter tile at K = 4096) instead of
+4, about 6% faster than step 10; on grids whose tail nearly fills the wave (8192^3: r = 62 of 74)
+the rule keeps the tail whole and the kernel runs step 10's schedule. The B200 kit
+(``scripts/b200_validate.sh``) times it.
 
 Accepts: any M; N and K multiples of 8.
 """
