@@ -261,3 +261,25 @@ def test_the_committed_broad_sweep_ran_what_the_rule_chooses_today():
             choice = tile_rule.choose(*records.shape_of(r), 66)
             assert {f: r["config"][f] for f in choice._fields} == choice._asdict(), (order, records.shape_of(r))
             assert r["rel_error"] < 1e-2 and "triton" in r["peers"]
+
+
+def test_a_b200_broad_sweep_is_shown_for_the_final_blackwell_step(tmp_path):
+    """What the B200 kit writes (the final Blackwell step over the broad sweep, both orders) is what
+    the results page draws for Blackwell; the Hopper sweep is not mixed in."""
+    from gemm_course import viz
+
+    final = ladder.final("sm100").key
+    shapes = [s for group in bench.broad_sweep_shapes().values() for s in group][:5]
+    forward = [bench_record(final, 1500.0 + i, 1500.0, f"2027-01-01T00:00:0{i}", shape=s, gpu="NVIDIA B200")
+               for i, s in enumerate(shapes)]
+    backward = [bench_record(final, 1400.0, 1500.0, "2027-01-01T00:01:00", shape=s, gpu="NVIDIA B200") for s in shapes]
+    hopper = [bench_record("sm90/11", 700.0, 700.0, "2027-01-01T00:00:00", shape=s) for s in shapes]
+    recs = write_runs(tmp_path, {"broad_sweep": forward + hopper, "broad_sweep_reversed": backward})
+    assert final == "sm100/11"
+    sweep = records.latest_sweep(recs, final)
+    assert [records.shape_of(r) for r in sweep] == shapes and {r["step"] for r in sweep} == {final}
+    table = records.sweep_class_table(recs, final)
+    assert "| forward | all | 5 |" in table and "| reversed | all | 5 | 0.933 |" in table
+    fig = viz.sweep_ratios(recs, final)
+    assert len(fig.axes[0].collections) >= 1 and "No sweep" not in fig.caption
+    assert viz.sweep_ratios(recs[:0], final).caption == "No sweep of sm100/11 recorded."
