@@ -180,14 +180,17 @@ def test_copy_puts_records_where_the_book_reads_them(tmp_path):
 
 
 def test_table_lists_the_ladder_and_the_sweep(tmp_path):
-    records = [_record(f"sm100/{n}", (s,) * 3, 100.0 * n, 1500.0) for n in (1, 2, 10) for s in (4096, 8192)]
+    records = [_record(f"sm100/{n}", (s,) * 3, 100.0 * n, 1500.0) for n in (1, 2, 10, 11) for s in (4096, 8192)]
     _write(tmp_path, "20270101T000000Z_ladder.json", records)
     _write(tmp_path, "20270101T000100Z_sweep.json",
            [_record("sm100/10", (2048,) * 3, 900.0, 1000.0), _record("sm100/10", (8192, 4096, 28672), 1500.0, 1400.0)])
     text = b200.table(str(tmp_path))
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["step", "4096x4096x4096", "ratio"]
-    assert [line.split()[0] for line in lines[1:5]] == ["sm100/1", "sm100/2", "sm100/10", "cuBLAS"]
+    assert [line.split()[0] for line in lines[1:6]] == ["sm100/1", "sm100/2", "sm100/10", "sm100/11", "cuBLAS"]
+    # step 11 against its parent, beside what the tail model expected (1100 / 1000 TFLOP/s here)
+    assert "sm100/11 over sm100/10 at 4096x4096x4096: 1.100 (the tail model: 1.067, 2 parts per tail tile)" in text
+    assert "sm100/11 over sm100/10 at 8192x8192x8192: 1.100 (the tail model: 1.000, 1 part per tail tile)" in text
     assert "sweep sm100/10: 2 shapes" in text and "min 0.900 (2048x2048x2048)" in text
     _write(tmp_path, "20270101T000200Z_broad_sweep_reversed.json", [_record("sm100/10", (4096,) * 3, 1200.0, 1000.0)])
     text = b200.table(str(tmp_path))

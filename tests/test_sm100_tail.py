@@ -286,3 +286,18 @@ def test_traced_units_are_the_twins(clusters, tmp_path):
         assert got[(tiles, k_tiles)]["grid"] == (parts, *schedule.tail_units(tiles, clusters, parts))
         assert got[(tiles, k_tiles)]["units"] == schedule.dynamic_plan(tiles, clusters, k_tiles)
     assert {got[c]["grid"][0] for c in cases} >= {1, 2, 3, 4}  # every part count was traced
+
+
+@pytest.mark.fast
+def test_model_speedup_is_the_played_out_tail():
+    """The B200 kit prints step 11 over step 10 beside this model: it must be the event model's ratio
+    where every unit of a round starts together (one round of tail parts: 4096^3, 1024x1024x8192)."""
+    assert step11.model_speedup(4096, 4096, 4096) == (2, Fraction(256, 240))
+    assert step11.model_speedup(8192, 8192, 8192) == (1, 1)  # the tail stays whole
+    assert step11.model_speedup(4096, 4096, 4096, dataclasses.replace(step11.Config(), stream_k=False)) == (1, 1)
+    for m, n, k in ((4096, 4096, 4096), (1024, 1024, 8192), (12288, 12288, 12288)):
+        tiles, k_tiles = -(-m // 256) * -(-n // 256), k // 64
+        parts, ratio = step11.model_speedup(m, n, k)
+        whole = max(r.end for r in sim.dynamic_tail(tiles, G_B200, k_tiles, split=False))
+        split = max(r.end for r in sim.dynamic_tail(tiles, G_B200, k_tiles, split=True))
+        assert parts > 1 and ratio == pytest.approx(whole / split, rel=0.02), (m, n, k)

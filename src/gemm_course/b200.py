@@ -144,6 +144,15 @@ def table(out: str) -> str:
             lines.append(f"{step:<10}{cells}")
         cublas = {s: statistics.median(r["cublas_tflops"]["median"] for k, r in by.items() if k[1] == s) for s in shapes}
         lines.append(f"{'cuBLAS':<10}" + "".join(f"  {cublas[s]:16.1f} {'':>6}" for s in shapes))
+        from .kernels.sm100.step11_beyond_the_seed import model_speedup
+
+        for s in shapes:  # the final step's one idea against its parent, and what the tail model expected
+            old, new = by.get(("sm100/10", s)), by.get(("sm100/11", s))
+            if old and new:
+                parts, model = model_speedup(*s)
+                lines.append(f"sm100/11 over sm100/10 at {'x'.join(map(str, s))}: "
+                             f"{new['tflops']['median'] / old['tflops']['median']:.3f} (the tail model: "
+                             f"{float(model):.3f}, {parts} part{'s' if parts > 1 else ''} per tail tile)")
     for tag in SWEEP_TAGS:
         for step in sorted({r["step"] for r in records if r["_tag"] == tag}):
             sweep = [r for r in records if r["_tag"] == tag and r["step"] == step]

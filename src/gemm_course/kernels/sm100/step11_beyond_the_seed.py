@@ -65,6 +65,22 @@ def resident_clusters(config) -> int:
     return B200_SMS // (config.cluster_m * config.cluster_n)
 
 
+def model_speedup(m: int, n: int, k: int, config: Config = Config()) -> tuple:
+    """(parts per tail tile, step 10's time over step 11's) for an m x n x k problem by the tail
+    rule's model (``schedule.tail_span``): every K tile equally long, the hand-over its price."""
+    from fractions import Fraction
+
+    clusters = resident_clusters(config)
+    tiles = -(-m // (config.tile_m * config.cluster_m)) * -(-n // (config.tile_n * config.cluster_n))
+    k_tiles = -(-k // config.tile_k)
+    parts = schedule.tail_parts(tiles, clusters, k_tiles) if config.stream_k else 1
+    waves, tail = divmod(tiles, clusters)
+    whole = waves * k_tiles + (k_tiles if tail else 0)
+    split = waves * k_tiles + (Fraction(schedule.tail_span(tail, clusters, parts, k_tiles), parts) if parts > 1
+                               else k_tiles if tail else 0)
+    return parts, Fraction(whole) / split
+
+
 class Gemm(parent.Gemm):
     # ---- host side ----------------------------------------------------------------------------
 
