@@ -5,11 +5,8 @@ makes the traced arithmetic differ from the tested Python fails here, without a 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from host_jit import printed_words
 
 from gemm_course import schedule
 
@@ -51,9 +48,9 @@ CASES = [(256, 64), (1024, 128), (512, 448), (64, 32), (130, 3), (2304, 192), (2
          (120, 300), (3584, 224), (16, 128), (67, 1), (3, 300), (13, 260)]
 
 
-def _parse(text: str) -> dict:
-    """{(tiles, k_tiles): (grid, [units of cluster 0], [units of cluster 1], ...)} from the printf lines."""
-    got, case, words, i = {}, None, text.split(), 0
+def _parse(words: list) -> dict:
+    """{(tiles, k_tiles): (grid, [units of cluster 0], [units of cluster 1], ...)} from the printed words."""
+    got, case, i = {}, None, 0
     while i < len(words):
         if words[i] == "case":
             case = (int(words[i + 1]), int(words[i + 2]))
@@ -72,13 +69,7 @@ def _parse(text: str) -> dict:
 @pytest.mark.compile
 @pytest.mark.parametrize("max_clusters", [66, 8])
 def test_traced_schedule_is_the_twins(max_clusters, tmp_path):
-    script = tmp_path / "traced.py"
-    script.write_text(TRACED)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, str(script), str(max_clusters)] + [f"{t},{k}" for t, k in CASES],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = _parse(proc.stdout)
+    got = _parse(printed_words(TRACED, [max_clusters] + [f"{t},{k}" for t, k in CASES], tmp_path))
     assert set(got) == set(CASES)
     kinds = set()
     for tiles, k_tiles in CASES:

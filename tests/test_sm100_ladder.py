@@ -21,8 +21,8 @@ from gemm_course.problem import GemmProblem
 
 SMEM_CAPACITY = 232448  # bytes per CTA on sm_100
 TMEM_COLUMNS = 512
-PAIR_STEPS = [f"sm100/{n}" for n in range(5, 11)]
-THREADS = {4: 128, 5: 128, 6: 192, 7: 192, 8: 224, 9: 224, 10: 224}
+PAIR_STEPS = [f"sm100/{n}" for n in range(5, 12)]
+THREADS = {4: 128, 5: 128, 6: 192, 7: 192, 8: 224, 9: 224, 10: 224, 11: 224}
 
 
 def compiled(key, **changes):
@@ -30,9 +30,10 @@ def compiled(key, **changes):
     return arch.compile_step(step, step.config(**changes), target="sm_100a")
 
 
-@pytest.fixture(scope="module", params=[f"sm100/{n}" for n in range(4, 11)])
+@pytest.fixture(scope="module", params=[f"sm100/{n}" for n in range(4, 11)] + ["sm100/11:stream_k=False"])
 def default(request):
-    return compiled(request.param)
+    key, _, knob = request.param.partition(":")
+    return compiled(key, stream_k=False) if knob else compiled(key)
 
 
 # ---- instructions --------------------------------------------------------------------------------
@@ -48,6 +49,19 @@ def test_epilogue_goes_through_shared_memory(default):
     # each staging buffer is written by the threads and read by the copy engine: a proxy fence between
     assert inspect.ptx_count(ptx, "fence.proxy.async.shared::cta") >= cfg.tile_n // cfg.epi_n
     assert inspect.ptx_count(ptx, "cp.async.bulk.wait_group.read") >= 1  # a buffer is reused only once read
+
+
+@pytest.mark.compile
+def test_step11_writes_to_global_memory_only_to_hand_partial_sums_over():
+    """With the split tail, step 11's st.global are the hand-over's: each thread's row of fp32
+    partial sums (tile_n values), a flag raised with release, and the resets of flags and counter."""
+    art = compiled("sm100/11")
+    cfg = art.config
+    # a row of partial sums written (one 32-bit store per value), a consumed flag and the counter reset
+    assert inspect.ptx_count(art.ptx, "st.global.b32") == cfg.tile_n + 2
+    assert inspect.ptx_count(art.ptx, "ld.global.b32") == cfg.tile_n  # the last part reads a row per other part
+    assert inspect.ptx_count(art.ptx, "st.release.gpu.global.b32") == 1
+    assert inspect.ptx_count(art.ptx, "cp.async.bulk.tensor.2d.global.shared::cta") == cfg.tile_n // cfg.epi_n
 
 
 @pytest.mark.compile
@@ -101,7 +115,7 @@ def test_no_scheduler_before_step_8(key):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("key", ["sm100/8", "sm100/9", "sm100/10"])
+@pytest.mark.parametrize("key", ["sm100/8", "sm100/9", "sm100/10", "sm100/11"])
 def test_cluster_launch_control(key):
     ptx = compiled(key).ptx
     tries = [line for line in ptx.splitlines() if "clusterlaunchcontrol.try_cancel" in line]
@@ -111,7 +125,7 @@ def test_cluster_launch_control(key):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("key", ["sm100/8", "sm100/10"])
+@pytest.mark.parametrize("key", ["sm100/8", "sm100/10", "sm100/11"])
 def test_clc_answer_is_read_before_the_proxy_fence_and_released_after(key):
     """Each decode: query_cancel (generic proxy read), then fence.proxy.async, then the release arrive."""
     ptx = compiled(key).ptx
@@ -147,7 +161,7 @@ def test_first_mma_of_a_tile_overwrites_the_accumulator():
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 11)])
+@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 12)])
 def test_threads_per_cta(key):
     assert inspect.threads_per_cta(compiled(key).ptx) == THREADS[int(key.split("/")[1])]
 
@@ -160,7 +174,7 @@ def test_expect_tx_step4_counts_the_ctas_own_tiles():
 
 @pytest.mark.compile
 @pytest.mark.parametrize("cluster", [(2, 1), (4, 1), (2, 2)])
-@pytest.mark.parametrize("key", ["sm100/5", "sm100/6", "sm100/8"])
+@pytest.mark.parametrize("key", ["sm100/5", "sm100/6", "sm100/8", "sm100/11"])
 def test_expect_tx_counts_the_pair_not_the_cluster(key, cluster):
     """The leader expects the A and B bytes of both CTAs of its pair per stage, whatever the cluster."""
     art = compiled(key, cluster_m=cluster[0], cluster_n=cluster[1])
@@ -189,10 +203,12 @@ def test_barrier_arrival_counts_with_two_accumulators_and_the_scheduler():
     art8 = compiled("sm100/8")
     # CLC empty barrier: the scheduler warp and the six role warps of both CTAs
     assert inspect.mbarrier_init_counts(art8.ptx) == [1] * s + [1] * s + [1, 1, 256, 256] + [1, 32 * (1 + 2 * 6), 32]
+    # step 11 adds no barrier: the tail's hand-over synchronises through global counters and flags
+    assert inspect.mbarrier_init_counts(compiled("sm100/11").ptx) == inspect.mbarrier_init_counts(art8.ptx)
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 11)])
+@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 12)])
 def test_tmem_columns(key):
     """A power of two from 32 to 512, all the accumulator stages need, allocated and freed once."""
     art = compiled(key)
@@ -215,7 +231,7 @@ def test_two_accumulators_take_all_512_columns():
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 11)])
+@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 12)])
 def test_resources_fit_sm100(key):
     art = compiled(key)
     (res,) = inspect.resources(art.cubin)
@@ -228,7 +244,7 @@ def test_resources_fit_sm100(key):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("key", ["sm100/5", "sm100/6", "sm100/7", "sm100/8"])
+@pytest.mark.parametrize("key", ["sm100/5", "sm100/6", "sm100/7", "sm100/8", "sm100/11"])
 def test_smem_estimate_is_an_upper_bound(key):
     """check_config refuses configs by the estimate, so it must never be below what the kernel takes."""
     step = ladder.get(key)
@@ -287,7 +303,7 @@ def test_allocation_permit_is_relinquished_after_allocating(key):
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 11)])
+@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(4, 12)])
 def test_any_m_and_ragged_n(key):
     step = ladder.get(key)
     for shape in ((1, 8, 8), (100, 200, 72), (4096, 4096, 4096), (129, 264, 200)):
@@ -316,6 +332,6 @@ def test_invalid_configs_refused_with_reasons():
 @pytest.mark.fast
 def test_each_step_is_its_parent_plus_one_idea():
     """The class of step n subclasses step n-1's (the chapter's diff is against its parent)."""
-    for n in range(4, 11):
+    for n in range(4, 12):
         child, parent = ladder.get(f"sm100/{n}").load().Gemm, ladder.get(f"sm100/{n - 1}").load().Gemm
         assert issubclass(child, parent) and child is not parent, n

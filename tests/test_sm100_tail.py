@@ -253,20 +253,11 @@ for arg in sys.argv[2:]:
 def test_traced_units_are_the_twins(clusters, tmp_path):
     """The same schedule functions on traced Int32 values (as the kernel's host code and warps run
     them, compiled and executed by CuTeDSL on this CPU) give the Python twin's units, unit by unit."""
-    import os
-    import subprocess
-    import sys
+    from host_jit import printed_words
 
     cases = [(256, 64), (1024, 128), (16, 128), (4, 128), (1, 448), (3, 5), (100, 64), (2 * clusters + 7, 200), (clusters, 64)]
-    script = tmp_path / "traced.py"
-    script.write_text(TRACED)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, str(script), str(clusters)] + [f"{t},{k}" for t, k in cases],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got, case = {}, None
-    words = proc.stdout.split()
-    i = 0
+    words = printed_words(TRACED, [clusters] + [f"{t},{k}" for t, k in cases], tmp_path)
+    got, case, i = {}, None, 0
     while i < len(words):
         tag = words[i]
         if tag == "case":

@@ -439,7 +439,7 @@ def ab_table(runs: Sequence[tuple], results_dir: Optional[str] = None) -> str:
 def variant_config(step, variant: str):
     """The config a tuning run's variant name (``STEP[:FIELD=VALUE,...]``, as ``scripts/gpu_tune.py``
     takes it) stands for, or None for a name of another step, a kernel copy, cuBLAS, or a field the
-    step no longer has."""
+    step's Config lacks."""
     key, _, fields = variant.partition(":")
     if key != step.key:
         return None
