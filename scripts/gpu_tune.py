@@ -2,7 +2,9 @@
 
     python3 scripts/gpu_tune.py --shapes 4096 8192 --out OUT  sm90/10  sm90/11  "sm90/11:epi_stages=4"
 
-A variant is ``STEP[:FIELD=VALUE,...]``; ``PACKAGE@STEP`` takes the step's module from a copy of
+A variant is ``STEP[:FIELD=VALUE,...]``: on each shape, the config the step picks for it
+(``Step.config_for``; the default Config for steps without a rule) with those fields changed.
+``PACKAGE@STEP`` takes the step's module from a copy of
 the Hopper kernels under ``.cache/kernels/PACKAGE`` (e.g. an older revision's, written by
 ``scripts/ab_copy.py REV``, for an A/B test).
 Every variant is checked against float32 on the shape before timing. All variants and cuBLAS
@@ -12,6 +14,7 @@ course keeps them as ``results/tuning/NAME.json.gz``, with ``what`` and ``comman
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -26,19 +29,32 @@ import kernel_copies
 
 
 def variant(spec: str):
+    """(step, {field: value}) for ``spec``: the fields typed and checked like the CLI's ``--config``."""
     package, _, rest = spec.rpartition("@")
     key, _, fields = rest.partition(":")
     step = ladder.get(key)
     if package:
         step = kernel_copies.step_from(package, step)
-    return step, _parse_config(step, fields.split(",") if fields else [])
+    items = fields.split(",") if fields else []
+    parsed = _parse_config(step, items)
+    return step, {item.partition("=")[0]: getattr(parsed, item.partition("=")[0]) for item in items}
+
+
+def config_on(step, changes: dict, problem):
+    """The step's config for ``problem`` with ``changes``; exits if the step refuses the result."""
+    config = dataclasses.replace(step.config_for(problem), **changes)
+    ok, why = step.check_config(config)
+    if not ok:
+        sys.exit(f"{step.key} with {changes} on {problem.label}: {why}")
+    return config
 
 
 def checked_launches(variants: dict, problem, a, b, c) -> dict:
     """{spec: launcher} for each variant on these operands, each checked against float32 first."""
     ref = reference(a, b)
     launches = {}
-    for spec, (step, config) in variants.items():
+    for spec, (step, changes) in variants.items():
+        config = config_on(step, changes, problem)
         out = torch.full_like(c, float("nan"))
         launch = run.prepare(step, a, b, out, config)
         launch()
@@ -64,6 +80,7 @@ def main(argv=None):
         problem = GemmProblem(m, n, k)
         a, b, c = make_inputs(problem, "cuda", 0)
         providers = checked_launches(variants, problem, a, b, c)
+        configs = {spec: dataclasses.asdict(launch.config) for spec, launch in providers.items()}
         c_ref = torch.empty_like(c)
         providers["cublas"] = lambda: torch.mm(a, b.t(), out=c_ref)
         timed = bench.compare(providers, repeats=args.repeats, rounds=args.rounds)
@@ -72,7 +89,7 @@ def main(argv=None):
             med = bench.summarize(t["each"])["median"]
             rows.append({"shape": problem.label, "variant": spec, "median_ms": med, "tflops": bench.tflops(problem, med),
                          "ratio_to_cublas": cublas / med, "seed_tflops": bench.tflops(problem, t["seed_mean"]),
-                         "each_ms": t["each"]})
+                         "each_ms": t["each"], "config": configs.get(spec)})
         print(f"{problem.label} done", flush=True)
     if args.out:
         os.makedirs(args.out, exist_ok=True)

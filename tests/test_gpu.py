@@ -102,8 +102,8 @@ def test_stream_k_tail_is_correct_launch_after_launch(key):
     step = ladder.get(key)
     clusters = max_clusters(step.default.cluster_m * step.default.cluster_n)
     shapes = [(8192, 8192, 8192), (5000, 3000, 3000), (8000, 8104, 4000), (2999, 12288, 6000), (1024, 2048, 4096),
-              (700, 1496, 5000)]
-    for m, n, k in shapes:  # the last two have fewer tiles than clusters: the split spreads them over all
+              (700, 1496, 5000), (2048, 1000, 16384)]
+    for m, n, k in shapes:  # the last three have fewer tiles than clusters: the split spreads them over the GPU
         tiles, k_tiles = -(-m // 256) * -(-n // 256), -(-k // 64)
         launched = schedule.grid_clusters(tiles, clusters, k_tiles)
         assert schedule.split_tail(tiles, launched, k_tiles)[1] > 0, (m, n, k)  # the tail is split
@@ -128,7 +128,8 @@ def test_every_tile_the_rule_chooses_is_correct():
 
     step = ladder.get("sm90/11")
     shapes = [(3072, 3072, 3072), (1000, 3000, 8000), (4096, 1536, 4104), (1024, 2048, 32768), (1024, 1024, 8200),
-              (2304, 2304, 9216), (3072, 1024, 32768), (2048, 2048, 16384), (4096, 4096, 4096), (777, 1544, 2048)]
+              (2304, 2304, 9216), (3072, 1024, 32768), (2048, 2048, 16384), (4096, 4096, 4096), (777, 1544, 2048),
+              (1000, 1000, 16384)]
     chosen = {step.config_for(GemmProblem(*shape)) for shape in shapes}
     clusters = max_clusters(tile_rule.CLUSTER_SIZE)
     picks = {tile_rule.choose(m, n, k, clusters) for m, n, k in shapes}

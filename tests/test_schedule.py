@@ -89,17 +89,23 @@ def test_tail_is_split_where_it_pays():
 def test_launch_size_agrees_with_the_kernels_split(tiles, clusters, k_tiles):
     launched = schedule.grid_clusters(tiles, clusters, k_tiles)
     _, tail_tiles, _, helpers, _ = schedule.split_tail(tiles, launched, k_tiles)  # the kernel's decision on the launched grid
-    if tail_tiles:  # split: every cluster is launched (up to MAX_PARTS per tile), each with part of the work
-        assert launched == min(clusters, schedule.MAX_PARTS * tiles)
+    if tail_tiles:  # split: every cluster is launched (up to MAX_PARTS per tile), each with part of the work ...
+        capped = min(clusters, schedule.MAX_PARTS * tiles)
+        even = tiles * min(clusters // tiles, schedule.MAX_PARTS)
+        # ... or, with fewer tiles than clusters, a whole number per tile if that idles at most 1 / IDLE_SHARE
+        whole_parts = even * schedule.IDLE_SHARE >= capped * (schedule.IDLE_SHARE - 1)
+        assert launched == (even if whole_parts else capped)
         assert all(units for units in schedule.plan(tiles, launched, k_tiles)[:tail_tiles + helpers])
     else:  # not split: no cluster is launched without a tile
         assert launched == min(tiles, clusters)
 
 
 def test_fewer_tiles_than_clusters_share_their_k_loops():
-    # 1024 x 2048 x 4096 on an H200: 4 x 8 cluster-tiles of 256 x 256 for 66 clusters
-    assert schedule.grid_clusters(32, 66, 64) == 66
+    # 1024 x 2048 x 4096 on an H200: 4 x 8 cluster-tiles of 256 x 256 for 66 clusters: 64 launched, two per tile
+    assert schedule.grid_clusters(32, 66, 64) == 64
     assert schedule.busy_fraction(32, 66, 64) > 0.95
+    # 24 tiles: three per tile would idle 18 of 66 clusters, more than 1 / IDLE_SHARE: all 66, uneven parts
+    assert schedule.grid_clusters(24, 66, 128) == 66
     assert schedule.grid_clusters(32, 66, 64, enabled=False) == 32
     # 2048^3: 64 cluster-tiles; splitting them to fill 2 idle clusters is not worth a hand-over
     assert schedule.grid_clusters(64, 66, 32) == 64
@@ -107,6 +113,21 @@ def test_fewer_tiles_than_clusters_share_their_k_loops():
     assert schedule.grid_clusters(1, 66, 64) == schedule.MAX_PARTS
     parts = [units for units in schedule.plan(1, schedule.MAX_PARTS, 64) if units]
     assert len(parts) == schedule.MAX_PARTS
+
+
+@pytest.mark.parametrize("tiles,k_tiles", [(32, 64), (32, 128), (32, 256), (16, 128), (22, 300), (20, 128), (33, 1000), (1, 64)])
+def test_whole_parts_per_tile_give_every_tile_equal_parts(tiles, k_tiles):
+    """With a whole number p of clusters per tile, both layouts cut every tile into p equal parts
+    (within one K tile), so each finisher adds p - 1 partial sums."""
+    launched = schedule.grid_clusters(tiles, 66, k_tiles)
+    parts = launched // tiles
+    assert launched == tiles * parts and parts >= 2
+    pieces = collections.defaultdict(list)
+    for units in schedule.plan(tiles, launched, k_tiles):
+        for index, k_begin, k_end in units:
+            pieces[index].append(k_end - k_begin)
+    for index, spans in pieces.items():
+        assert len(spans) == parts and max(spans) - min(spans) <= 1, (index, spans)
 
 
 def test_lockstep_main_parts_do_not_stream_their_operands():

@@ -1,6 +1,7 @@
 """The final Hopper kernel's tile per shape (``tile_rule``): its arithmetic, its configurations, and
 its choices against the H200 measurements it was drawn from."""
 
+import collections
 import math
 
 import pytest
@@ -122,6 +123,30 @@ def test_the_rule_against_its_measurements(run):
     geo = [math.exp(sum(math.log(r[i]) for r in rows) / len(rows)) for i in (2, 3)]
     n_shapes = len({r["shape"] for r in records.load_tuning(run)["rows"]})
     assert len(rows) == n_shapes >= 12 and geo[0] > geo[1] + 0.02, geo
+
+
+@pytest.mark.fast
+def test_the_rule_against_fixed_widths_on_the_few_wave_shapes():
+    """Run 40 timed the rule's pick ("sm90/11", its config recorded per row) beside fixed 256-, 192-
+    and 128-wide tiles on the broad sweep's few-wave shapes, in both orders: the recorded picks are
+    today's rule, and each is within 5% of the best width on every shape and order."""
+    from gemm_course import records
+
+    step = ladder.get("sm90/11")
+    tune = records.load_tuning("tune_run40_few_wave_widths")
+    halves = collections.defaultdict(list)  # (shape, variant) -> ratios, one per order
+    for r in tune["rows"]:
+        if r["variant"] != "cublas":
+            halves[r["shape"], r["variant"]].append(r["ratio_to_cublas"])
+        if r["variant"] == "sm90/11":
+            m, n, k = map(int, r["shape"].split("x"))
+            assert records.row_config(step, r) == step.config(**tile_rule.choose(m, n, k, H200_CLUSTERS).fields())
+    shapes = {shape for shape, _ in halves}
+    assert len(shapes) == 10 and all(len(v) == 2 for v in halves.values())
+    for shape in shapes:
+        for order in (0, 1):
+            best = max(v[order] for (s, _), v in halves.items() if s == shape)
+            assert halves[shape, "sm90/11"][order] >= 0.95 * best, (shape, order)
 
 
 @pytest.mark.compile

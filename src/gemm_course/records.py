@@ -449,6 +449,18 @@ def variant_config(step, variant: str):
         return None
 
 
+def row_config(step, row: dict):
+    """The config a tuning run's row timed: the one it records (``config``, runs from 2026-12-01 on,
+    whose plain ``STEP`` meant the step's choice per shape), else what its variant name stands for
+    (earlier runs, where it meant the default Config with the named fields changed)."""
+    if row.get("config") and row["variant"].partition(":")[0] == step.key:
+        try:
+            return step.config(**{k: tuple(v) if isinstance(v, list) else v for k, v in row["config"].items()})
+        except TypeError:  # a field this step's Config no longer has
+            return None
+    return variant_config(step, row["variant"])
+
+
 def rule_ab(tune: dict, choose, step=None) -> list:
     """Per shape of a tuning run: ``(shape, chosen config, its ratio to cuBLAS, the default's ratio,
     best ratio of any variant)``, where ``choose(m, n, k)`` is a per-shape rule's config (e.g. step
@@ -461,7 +473,7 @@ def rule_ab(tune: dict, choose, step=None) -> list:
         rows = [r for r in tune["rows"] if r["shape"] == shape]
         by_config = {}
         for r in rows:
-            config = variant_config(step, r["variant"])
+            config = row_config(step, r)
             if config is not None:
                 by_config.setdefault(config, r["ratio_to_cublas"])
         chosen = choose(*map(int, shape.split("x")))

@@ -24,8 +24,9 @@ kernel without it (``scripts/gpu_tune.py``, NOTES.md), and chapter 11 shows the 
   K tile 0 on every tail tile at once, so neighbouring tiles share their panels in L2, and the
   other clusters' runs take the rest. Skipped when the fix-up would cost more than the idle
   clusters it saves. A problem with fewer cluster-tiles than clusters is all tail: the host then
-  launches every cluster anyway, up to ``schedule.MAX_PARTS`` per tile
-  (``schedule.grid_clusters``), so a few tiles' K loops fill the GPU.
+  launches every cluster anyway, up to ``schedule.MAX_PARTS`` per tile, or a whole number per
+  tile when that idles at most one in ``schedule.IDLE_SHARE`` (``schedule.grid_clusters``), so a
+  few tiles' K loops fill the GPU in equal parts.
 * *GPC-aware places* (``gpc_order``): neighbours on the curve share panels only if they also
   share a GPC: Hopper's L2 request coalescer merges two SMs' loads of the same sector only within
   one GPC (measured, NOTES.md), and the hardware deals a grid's clusters out to the GPCs in turn,
