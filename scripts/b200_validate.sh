@@ -3,7 +3,7 @@
 # leave the records where the book reads them. From anywhere:
 #   bash scripts/b200_validate.sh OUT        (or: make b200 OUT=...)
 # Phases, each logged under OUT: the GPU check (any other GPU, or none, stops at once with exit 2),
-# doctor, the sm100 GPU tests, compute-sanitizer on steps 5-8, the ladder at 4096^3 and 8192^3
+# doctor, the sm100 GPU tests, compute-sanitizer on steps 5-8 and step 11's split tails, the ladder at 4096^3 and 8192^3
 # against cuBLAS, the final step over the broad sweep in both orders (gpu_broad_sweep.sh), the records copied into results/<gpu>/
 # (results/nvidia-b200/ on a B200), then a table. Wrong outputs skip the timing: numbers of a
 # wrong kernel are worthless. Exit 0: all passed; 1: something failed (OUT/status.log); 2: no B200.
@@ -89,7 +89,7 @@ if [ "$dry" != 1 ]; then
   fi
 fi
 
-# 4. compute-sanitizer on small shapes of steps 5-8. Any memcheck failure and any wrong output
+# 4. compute-sanitizer on small shapes of steps 5-8 and two split tails of step 11. Any memcheck failure and any wrong output
 # count as incorrect; other racecheck/synccheck failures are reported but do not stop the timing,
 # since they may be the tools not seeing through a TMA or tcgen05 hand-over (OUT/sanitize_*.log).
 if command -v compute-sanitizer > /dev/null 2>&1; then

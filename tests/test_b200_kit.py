@@ -65,13 +65,13 @@ def test_refuses_an_h200_with_the_hopper_hint(tmp_path):
     message = proc.stdout.strip()
     assert "\n" not in message  # one paragraph, and nothing after it
     assert "device 0 is NVIDIA H200 (compute capability 9.0, course target sm_90a)" in message
-    assert "compute capability 10.0 or 10.3" in message
+    assert "compute capability 10.0 (B200, GB200)" in message
     assert "Hopper owners: scripts/gpu_ladder.sh" in message
 
 
 @pytest.mark.parametrize("machine,ok", [
     (B200, True),
-    (arch.Machine("NVIDIA B300", (10, 3), 148, "sm_100a"), True),
+    (arch.Machine("NVIDIA B300", (10, 3), 148, arch._target_for_capability((10, 3))), False),  # sm_100a code runs on 10.0 only
     (H200, False),
     (arch.Machine("NVIDIA GeForce RTX 5090", (12, 0), 170, None), False),
     (arch.Machine(None, None, None, None), False),
@@ -82,7 +82,7 @@ def test_check_machine(machine, ok):
     if ok:
         assert "sm_100a" in message
     else:
-        assert "Hopper owners: scripts/gpu_ladder.sh" in message and "10.0 or 10.3" in message
+        assert "Hopper owners: scripts/gpu_ladder.sh" in message and "10.0 (B200, GB200)" in message
         assert (machine.gpu_name or "no CUDA GPU") in message
 
 

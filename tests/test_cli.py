@@ -14,6 +14,16 @@ def test_doctor_lists_every_step(capsys):
         assert key in out
 
 
+@pytest.mark.fast
+def test_doctor_warns_when_torch_lacks_the_gpus_architecture():
+    b200 = arch.Machine("NVIDIA B200", (10, 0), 148, "sm_100a")
+    old = ["sm_50", "sm_80", "sm_86", "sm_90"]  # a CUDA 12.4 build: no Blackwell kernels
+    assert "not sm_100" in cli.torch_arch_gap(b200, old) and "CUDA 12.8" in cli.torch_arch_gap(b200, old)
+    assert cli.torch_arch_gap(b200, old + ["sm_100", "sm_120"]) == ""
+    assert cli.torch_arch_gap(arch.Machine("NVIDIA H200", (9, 0), 132, "sm_90a"), old) == ""
+    assert cli.torch_arch_gap(arch.Machine(None, None, None, None), []) == ""  # no GPU: nothing to say
+
+
 @pytest.mark.compile
 @pytest.mark.parametrize("step,arch,mma", [("sm90/3", "sm_90a", "HGMMA"), ("sm100/2", "sm_100a", "UTCHMMA")])
 def test_inspect_prints_resources_and_mix(capsys, step, arch, mma):

@@ -48,7 +48,7 @@ class Machine:
 def _target_for_capability(cc) -> Optional[str]:
     if cc == (9, 0):
         return "sm_90a"
-    if cc in ((10, 0), (10, 3)):
+    if cc == (10, 0):  # code for sm_100a runs on compute capability 10.0 only (not 10.3, a B300)
         return "sm_100a"
     return None
 

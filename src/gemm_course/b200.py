@@ -52,7 +52,7 @@ def _why_no_gpu() -> str:
 
 
 def check_machine(machine: Optional[arch.Machine] = None) -> tuple:
-    """(ok, message): whether device 0 is a B200-class GPU (compute capability 10.0 or 10.3, target sm_100a)."""
+    """(ok, message): whether device 0 is a B200-class GPU (compute capability 10.0, target sm_100a)."""
     m = present_machine() if machine is None else machine
     if m.target == TARGET:
         return True, f"device 0: {m.describe()}. B200-class: running the kit."
@@ -63,7 +63,8 @@ def check_machine(machine: Optional[arch.Machine] = None) -> tuple:
         found = f"device 0 is {m.gpu_name} (compute capability {cc}, course target {m.target or 'none'})"
     message = (
         f"b200_validate.sh stops: {found}. This kit validates and times the Blackwell ladder (sm100/1..11) and "
-        f"needs a B200-class GPU as device 0: compute capability 10.0 or 10.3, target {TARGET}; nothing was run "
+        f"needs a B200-class GPU as device 0: compute capability 10.0 (B200, GB200), target {TARGET}, whose code "
+        f"runs on 10.0 only (a B300 is 10.3); nothing was run "
         f"and nothing was written under results/. {HINT}"
     )
     return False, message

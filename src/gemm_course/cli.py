@@ -31,6 +31,24 @@ def _shapes(texts):
     return out
 
 
+def torch_arch_gap(machine, arch_list=None) -> str:
+    """A warning when this PyTorch has no kernels for the GPU's architecture (cuBLAS through
+    ``torch.mm`` and the float32 reference would fail there), else ''. ``arch_list`` defaults to
+    ``torch.cuda.get_arch_list()``."""
+    if not machine.has_gpu or not machine.capability:
+        return ""
+    if arch_list is None:
+        import torch
+
+        arch_list = torch.cuda.get_arch_list()
+    major, minor = machine.capability
+    wanted = f"sm_{major}{minor}"
+    if any(a.startswith(wanted) for a in arch_list):
+        return ""
+    return (f"this PyTorch was built for {', '.join(arch_list) or 'no GPU architecture'}, not {wanted}: torch.mm "
+            f"(cuBLAS) and the reference will fail here; install a PyTorch built for CUDA 12.8 or newer")
+
+
 def cmd_doctor(args):
     import platform
 
@@ -50,6 +68,9 @@ def cmd_doctor(args):
         except FileNotFoundError as e:
             print(f"{t:<11} MISSING: {e}")
     print(f"machine     {m.describe()}")
+    gap = torch_arch_gap(m)
+    if gap:
+        print(f"WARNING     {gap}")
     print()
     print(f"{'step':<9} {'title':<58} {'here'}")
     for s in ladder.steps():

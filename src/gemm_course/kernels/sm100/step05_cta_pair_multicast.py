@@ -20,9 +20,8 @@ Parent: step 4. Key differences:
   peer. A final cluster barrier keeps every CTA alive until no peer can still write to it.
 * Still one stage, one warp issuing loads and MMAs: step 6 separates them.
 
-Expected: the single-stage latency chain of step 4, but each K tile does 4x the FLOPs of step
-4's 64 x 256 tile for 1.6x the bytes per CTA. The seed's companion series measured
-360.2 TFLOP/s on a B200 for this change (quoted).
+Expected: the single-stage latency chain of step 4, but each K tile of the pair does 4x the
+FLOPs of step 4's 64 x 256 tile for 1.6x its bytes (per CTA: 2x the FLOPs for 0.8x the bytes).
 
 Accepts: any M; N and K multiples of 8.
 """

@@ -18,7 +18,6 @@ Expected: loads overlap the MMAs, so the loop approaches the tensor-core rate. P
 pair computes 2 * 256 * 256 * 64 FLOP = 8.4 MFLOP; at ~2.25 PFLOP/s (B200 dense BF16) over 148 SMs,
 15.2 TFLOP/s per SM, that is 0.28 us, while each CTA loads 32 KiB: 119 GB/s per SM, about 17.6 TB/s
 from L2 in all with a 2 x 1 cluster (larger clusters multicast and need less).
-The seed's companion series measured 1429 TFLOP/s on a B200 for this change (quoted).
 
 Accepts: any M; N and K multiples of 8.
 """
