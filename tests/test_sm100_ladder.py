@@ -141,6 +141,31 @@ def test_clc_answer_is_read_before_the_proxy_fence_and_released_after(key):
 
 
 @pytest.mark.compile
+@pytest.mark.parametrize("key", PAIR_STEPS)
+def test_the_pair_allocates_tensor_memory_after_the_cluster_wait(key):
+    """tcgen05.alloc.cta_group::2 needs the peer CTA running: the first cluster wait comes first."""
+    ptx = compiled(key).ptx
+    waits = inspect.instruction_positions(ptx, "barrier.cluster.wait")
+    allocs = inspect.instruction_positions(ptx, "tcgen05.alloc.cta_group::2")
+    assert waits and allocs and waits[0] < allocs[0]
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("key,after,before", [("sm100/6", 1, 0), ("sm100/7", 2, 1), ("sm100/8", 2, 1),
+                                               ("sm100/10", 2, 1), ("sm100/11", 2, 1)])
+def test_accumulator_hand_offs_are_fenced(key, after, before):
+    """The PTX memory model's pattern for tensor memory handed over through an mbarrier: a
+    tcgen05.fence::after_thread_sync after the wait (epilogue: accumulator full; MMA warp from
+    step 7: accumulator empty) and a ::before_thread_sync before the epilogue's release."""
+    ptx = compiled(key).ptx
+    assert ptx.count("tcgen05.fence::after_thread_sync") == after
+    assert ptx.count("tcgen05.fence::before_thread_sync") == before
+    if before:  # the release fence follows the epilogue's last tcgen05.wait::ld
+        last_wait = inspect.instruction_positions(ptx, "tcgen05.wait::ld")[-1]
+        assert inspect.instruction_positions(ptx, "tcgen05.fence::before_thread_sync")[0] > last_wait
+
+
+@pytest.mark.compile
 def test_no_setmaxnreg_on_blackwell():
     """The accumulator lives in tensor memory: no warp needs registers moved to it (Hopper's step 6 does)."""
     for key in PAIR_STEPS:

@@ -308,6 +308,8 @@ class Gemm(parent.Gemm):
         accumulator_pipeline = self.make_accumulator_pipeline(storage, tiled_mma, self.threads)
         tmem = self.make_tmem_allocator(storage, self.threads)
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mnk[:2], is_relaxed=True)
+        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
+        # a 2-CTA allocation needs the peer CTA running: only after the cluster wait
         tCtAcc = self.take_tensor_memory(tmem, tiled_mma)  # warp 0 of each CTA: the pair allocates together
 
         # 2. partitions
@@ -316,7 +318,6 @@ class Gemm(parent.Gemm):
         )
         tCrA = tiled_mma.make_fragment_A(sA)  # (MMA, MMA_M, MMA_K, stages) descriptors
         tCrB = tiled_mma.make_fragment_B(sB)
-        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mnk[:2])
 
         # 3. main loop (warp 0): load this CTA's share of a K tile; the leader waits for the pair's
         #    bytes, issues the MMAs, and its commit frees the stage in every CTA that loaded it

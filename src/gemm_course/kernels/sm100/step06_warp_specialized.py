@@ -27,6 +27,7 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
+from cutlass._mlir.dialects import nvvm
 from cutlass.cute.nvgpu import cpasync, tcgen05
 
 from . import step05_cta_pair_multicast as parent
@@ -37,6 +38,18 @@ EPILOGUE_WARPS = (0, 1, 2, 3)
 MMA_WARP = 4
 TMA_WARP = 5
 TMEM_FREE_BARRIER_ID = EPI_BARRIER_ID + 1  # the epilogue warps, once they have all read tensor memory
+
+
+def tmem_fence_after_sync():
+    """``tcgen05.fence::after_thread_sync``: tcgen05 work after a barrier wait is ordered after it
+    (the PTX memory model's pattern for an accumulator handed over through an mbarrier)."""
+    nvvm.tcgen05_fence(nvvm.Tcgen05FenceKind.AFTER_THREAD_SYNC)
+
+
+def tmem_fence_before_sync():
+    """``tcgen05.fence::before_thread_sync``: this thread's completed tcgen05 work is ordered before
+    the barrier arrive that follows (e.g. releasing an accumulator to the MMA warp)."""
+    nvvm.tcgen05_fence(nvvm.Tcgen05FenceKind.BEFORE_THREAD_SYNC)
 
 
 def max_stages(config) -> int:
@@ -135,6 +148,7 @@ class Gemm(parent.Gemm):
             tCtAcc = self.take_tensor_memory(tmem, tiled_mma)
             acc_read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
             accumulator_pipeline.consumer_wait(acc_read)
+            tmem_fence_after_sync()
             store_pipeline = self.make_store_pipeline(self.epilogue_threads)
             self.epilogue_tma(tCtAcc, tma_atom_c, mC, sC, (bidx, bidy, None), store_pipeline, 0)
             if tidx == 0:

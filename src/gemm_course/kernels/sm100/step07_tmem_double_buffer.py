@@ -33,7 +33,7 @@ from cutlass.cute.nvgpu import cpasync, tcgen05
 from . import step06_warp_specialized as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 from .step05_cta_pair_multicast import PAIR
-from .step06_warp_specialized import MMA_WARP, TMA_WARP, TMEM_FREE_BARRIER_ID
+from .step06_warp_specialized import MMA_WARP, TMA_WARP, TMEM_FREE_BARRIER_ID, tmem_fence_after_sync, tmem_fence_before_sync
 
 TMEM_COLUMNS = 512  # per SM: 128 lanes x 512 columns of 32 bits
 
@@ -120,6 +120,7 @@ class Gemm(parent.Gemm):
     ):
         """MMA warp of the leader: wait for a free accumulator, fill it over every K tile, commit it."""
         accumulator_pipeline.producer_acquire(acc_state)
+        tmem_fence_after_sync()  # after both epilogues released this accumulator
         accumulator = tCtAcc[(None, None, None, acc_state.index)]
         for k_tile in cutlass.range(num_k_tiles, unroll=1):
             mainloop_pipeline.consumer_wait(read_state)
@@ -135,8 +136,10 @@ class Gemm(parent.Gemm):
     def store_tile(self, accumulator_pipeline, acc_state, tCtAcc, tma_atom_c, mC, sC, cta_tile, store_pipeline):
         """Epilogue warps: wait for the accumulator, store it, release it to the MMA warp."""
         accumulator_pipeline.consumer_wait(acc_state)
+        tmem_fence_after_sync()
         self.epilogue_tma(tCtAcc[(None, None, None, acc_state.index)], tma_atom_c, mC, sC, cta_tile, store_pipeline, 0)
         cute.arch.fence_view_async_tmem_load()  # this thread's reads of the accumulator are complete
+        tmem_fence_before_sync()
         accumulator_pipeline.consumer_release(acc_state)
         acc_state.advance()
         return acc_state

@@ -44,7 +44,7 @@ from ... import schedule
 from . import step10_gilbert as parent
 from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE
 from .step04_tma_store import C_DTYPE, EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
-from .step06_warp_specialized import MMA_WARP, TMA_WARP, TMEM_FREE_BARRIER_ID
+from .step06_warp_specialized import MMA_WARP, TMA_WARP, TMEM_FREE_BARRIER_ID, tmem_fence_after_sync, tmem_fence_before_sync
 from .step08_persistent_clc import CLC_RESPONSE_BYTES, SCHEDULER_WARP
 from .step10_gilbert import B200_SMS
 
@@ -249,6 +249,7 @@ class Gemm(parent.Gemm):
         """Epilogue warps: wait for the accumulator; a tail part hands over; a whole tile or the
         tail tile's last part stores C; release the accumulator."""
         accumulator_pipeline.consumer_wait(acc_state)
+        tmem_fence_after_sync()
         accumulator = tCtAcc[(None, None, None, acc_state.index)]
         finish = cutlass.Boolean(True)
         if cutlass.const_expr(self.config.stream_k):
@@ -257,6 +258,7 @@ class Gemm(parent.Gemm):
         if finish:
             self.epilogue_tma(accumulator, tma_atom_c, mC, sC, cta_tile, store_pipeline, 0)
         cute.arch.fence_view_async_tmem_load()  # this thread's reads of the accumulator are complete
+        tmem_fence_before_sync()  # and its fold-back stores, before the MMA warp may refill it
         accumulator_pipeline.consumer_release(acc_state)
         acc_state.advance()
         return acc_state
