@@ -217,6 +217,8 @@ def test_roofline_points_come_from_the_newest_records():
     ratio = records.sustained_clock_ratio([records.latest(recs, "sm90/11", 8192, 8192, 8192)])
     assert ratio is not None and 0.5 < ratio <= 1.0
     assert records.sustained_clock_ratio([]) is None
+    mhz = records.sustained_clock_mhz([records.latest(recs, "sm90/11", 8192, 8192, 8192)])
+    assert mhz is not None and 1000 < mhz <= 1980 and records.sustained_clock_mhz([]) is None
 
 
 def _broad(m, n, k, ratio, date, **config):

@@ -371,7 +371,7 @@ def check_max_stages(tile_n: int, stages: int) -> str:
 
 def check_consumer_registers(producer_registers: int, consumer_registers: int) -> str:
     """If the producer keeps ``producer_registers`` per thread, what is the most each consumer thread
-    can take? Step 6's ``check_config`` decides (multiples of 8, 65536 per SM)."""
+    can take? Step 6's ``check_config`` decides (multiples of 8, within the CTA's launch allocation)."""
     from . import ladder
 
     s = ladder.get("sm90/6")
@@ -385,10 +385,11 @@ def check_consumer_registers(producer_registers: int, consumer_registers: int) -
     )
     assert not ok(consumer_registers + 8), (
         f"{consumer_registers} fits, but so does {consumer_registers + 8}. Hint: 128 producer threads and 256 consumer "
-        "threads share 65536 registers; setmaxnreg takes multiples of 8."
+        "threads share the CTA's launch allocation (384 x 168 = 64512 of the SM's 65536 registers); setmaxnreg "
+        "takes multiples of 8."
     )
     return (f"right: 128 x {producer_registers} + 256 x {consumer_registers} = "
-            f"{128 * producer_registers + 256 * consumer_registers} <= 65536")
+            f"{128 * producer_registers + 256 * consumer_registers} <= 64512, the CTA's launch allocation")
 
 
 # ---- chapter 7 ----------------------------------------------------------------------------------

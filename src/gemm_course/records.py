@@ -150,9 +150,16 @@ def roofline_points(records: Sequence[dict], arch: str = "sm90", size: int = 409
     return points
 
 
+def sustained_clock_mhz(records: Sequence[dict]) -> Optional[float]:
+    """Median over ``records`` of the SM clock right after a run (``clocks_after``): the clock a
+    sustained GEMM runs at on that GPU. Times ``sim.TENSOR_FLOP_PER_CLOCK`` and the SM count, it is
+    the tensor cores' ceiling at that clock."""
+    clocks = [r["clocks_after"]["sm_mhz"] for r in records if (r.get("clocks_after") or {}).get("sm_mhz")]
+    return statistics.median(clocks) if clocks else None
+
+
 def sustained_clock_ratio(records: Sequence[dict]) -> Optional[float]:
-    """Median over ``records`` of the SM clock after a run over the maximum clock: the share of the
-    datasheet peak (quoted at the maximum clock) a sustained GEMM can reach."""
+    """Median over ``records`` of the SM clock after a run over the GPU's maximum clock."""
     ratios = [r["clocks_after"]["sm_mhz"] / r["clocks_after"]["max_sm_mhz"] for r in records
               if (r.get("clocks_after") or {}).get("sm_mhz") and r["clocks_after"].get("max_sm_mhz")]
     return statistics.median(ratios) if ratios else None

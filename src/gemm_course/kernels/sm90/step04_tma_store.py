@@ -6,8 +6,9 @@ Parent: step 3. Key differences (only the epilogue changes):
   buffer with ``stmatrix`` (8x8 matrices of 16-bit values, one warp-wide instruction per four),
   in sub-tiles of ``epi_tile`` (64 x 32) so the buffer stays small.
 * One thread then issues a TMA store (``cp.async.bulk.tensor`` shared -> global) of each
-  sub-tile. The copy engine writes whole 128-byte lines instead of each thread scattering
-  4-byte stores over 64 rows, and it clips tiles at the matrix edge.
+  sub-tile. The copy engine writes each sub-tile as 64 contiguous 64-byte row
+  segments (two full 32-byte sectors each) instead of each thread scattering 4-byte stores over
+  64 rows, and it clips tiles at the matrix edge.
 * ``fence.proxy.async`` makes the threads' shared-memory writes visible to the copy engine
   (a different "proxy") before the barrier that precedes the store.
 

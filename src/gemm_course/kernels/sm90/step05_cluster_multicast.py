@@ -4,11 +4,11 @@ Parent: step 4. Key differences:
 
 * Two consumer warpgroups (256 threads) split a 128 x 256 tile: each owns 64 rows, i.e. a
   64 x 256 accumulator. Per K tile the CTA loads 128x64 of A and 256x64 of B (48 KiB) for
-  2*128*256*64 FLOP: 1.33x the operand reuse of a 64 x 256 tile.
+  2*128*256*64 FLOP: 1.67x the FLOP per byte loaded of a 64 x 256 tile (85 against 51).
 * CTAs are launched in clusters of ``cluster_m x cluster_n`` (default 2 x 1). The two CTAs of
   a 2 x 1 cluster compute vertically adjacent tiles that need the *same* B tile: each CTA
-  loads half of it and the TMA *multicasts* that half into both CTAs' shared memory. L2 -> SM
-  traffic for B halves.
+  loads half of it and the TMA *multicasts* that half into both CTAs' shared memory. The bytes
+  read from L2 for B halve (each SM still receives all of its B).
 * Because a peer CTA writes into our shared memory, "may I overwrite this buffer?" needs
   an answer from every CTA that reads it: each stage gets an *empty* barrier besides the *full*
   one, and consumers arrive on the empty barriers of all CTAs that multicast into them. We use
@@ -19,8 +19,8 @@ Parent: step 4. Key differences:
   ``mma_n`` = 128 splits it into two 64 x 128 x 16, which read A twice (12 KiB per k16 step,
   20% more); chapter 11 counts, and the book's appendix measures, what that costs.
 
-Expected: the same single-stage latency chain as step 4 but with 1.33x the arithmetic per byte
-in shared memory and half the B traffic from L2; a clear gain if step 4 is bound by the
+Expected: the same single-stage latency chain as step 4 but with 1.67x the FLOP per byte loaded
+(2.5x per byte read from L2, with B multicast); a clear gain if step 4 is bound by the
 load-then-compute chain.
 
 Accepts: any M; N and K multiples of 8.

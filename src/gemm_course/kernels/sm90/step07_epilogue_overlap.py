@@ -7,15 +7,16 @@ Parent: step 6. Key differences:
 * The producer warp does not stop at a tile boundary: while the consumer warpgroups run the
   epilogue of tile t (stmatrix + TMA store), it is already filling the stages with tile t+1's
   K tiles, so the consumers find data waiting when they come back.
-* The TMA stores are *asynchronous*: consumers only wait for a staging buffer to be read
-  before refilling it, and for all stores once, before the CTA exits - not at every tile.
+* The TMA stores, asynchronous since step 4, now pay: tile t's stores drain while tile t+1's
+  main loop runs.
 
 In the code: the kernel's roles become loops over the CTA's tiles (``num_tiles``, ``tile_coord``),
 each pipeline state carried from one tile to the next, and the grid shrinks (``grid``).
 
-Expected: a tile's epilogue (128x256 outputs, ~2 us) is exposed once per tile in step 6, and
-so is the pipeline fill at each tile start; here both are hidden for all but the CTA's first
-tile: up to a few percent at 4096^3.
+Expected: step 6 pays a pipeline fill (and a CTA launch) at each tile start; here the next
+tile's first K tiles land while the consumers run the epilogue (128x256 outputs, ~2 us), so
+only the CTA's first tile pays the fill: up to a few percent at 4096^3. The epilogue itself
+stays on the consumers' path.
 
 Accepts: any M; N and K multiples of 8.
 """
