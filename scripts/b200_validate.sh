@@ -4,7 +4,8 @@
 #   bash scripts/b200_validate.sh OUT        (or: make b200 OUT=...)
 # Phases, each logged under OUT: the GPU check (any other GPU, or none, stops at once with exit 2),
 # doctor, the sm100 GPU tests, compute-sanitizer on steps 5-8 and step 11's split tails, the ladder at 4096^3 and 8192^3
-# against cuBLAS, the final step over the broad sweep in both orders (gpu_broad_sweep.sh), the records copied into results/<gpu>/
+# against cuBLAS, the final step over the broad sweep in both orders (gpu_broad_sweep.sh), step 11's split tail
+# against the same kernel without it (gpu_tune.py), the records copied into results/<gpu>/
 # (results/nvidia-b200/ on a B200), then a table. Wrong outputs skip the timing: numbers of a
 # wrong kernel are worthless. Exit 0: all passed; 1: something failed (OUT/status.log); 2: no B200.
 # Knobs: PY (default .venv/bin/python, else python3), NAIVE=0 skips step 1, FINAL_STEP (sm100/11),
@@ -127,6 +128,11 @@ if [ $correct = 1 ]; then
   phase broad_sweep_reversed 5400 $PY -m gemm_course bench "$final" --shapes $backwards --rounds 5 $peers \
     --out "$out" --tag broad_sweep_reversed
   [ $rc = 0 ] || failed=1
+  # step 11's split tail against the same kernel without it, interleaved (gemm_course.b200.TAIL_AB_*):
+  # what prices a hand-over (schedule.FIXUP_K_TILES) on a B200
+  phase tail_ab 3600 $PY scripts/gpu_tune.py sm100/11 "sm100/11:stream_k=False" \
+    --shapes 4096 12288 16384 1024x1024x8192 8192x4096x28672 --out "$out/tail_ab"
+  [ $rc = 0 ] || failed=1
   # 6. Into results/<gpu>/, where records.load_records (and so the book) reads them.
   phase copy 300 $PY -m gemm_course.b200 copy "$out"
   [ $rc = 0 ] || failed=1
@@ -136,7 +142,7 @@ else
     | tee "$out/skipped.log"
   grep -hE "^(FAILED|ERROR) |FAIL$|SUMMARY: [1-9]" "$out"/pytest_gpu.log "$out"/sanitize_*.log 2>/dev/null \
     | head -30 | tee -a "$out/skipped.log"
-  echo "ladder, broad_sweep, broad_sweep_reversed, copy: skipped (correctness failed)" >> "$out/status.log"
+  echo "ladder, broad_sweep, broad_sweep_reversed, tail_ab, copy: skipped (correctness failed)" >> "$out/status.log"
 fi
 
 # 7. What happened, the numbers, and how to send them.
@@ -152,7 +158,8 @@ fi
 echo
 if [ $correct = 1 ]; then
   echo "To contribute: open a pull request on the course's repository that adds the new JSON files of"
-  echo "$dest/ (the book's figures read every record under results/) and the logs OUT/*.log as"
+  echo "$dest/ (the book's figures read every record under results/), results/tuning/tune_b200_tail_split.json.gz"
+  echo "(the tail A/B) and the logs OUT/*.log as"
   echo "results/logs/<date>_b200_<name>.log; say which cloud instance ran them. (OUT = $out)"
 else
   echo "To report: open an issue or a pull request on the course's repository with the logs OUT/*.log"

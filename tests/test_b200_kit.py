@@ -114,8 +114,10 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     phases = re.findall(r"^== (\w+): (.*)$", out, flags=re.M)
     names = [name for name, _ in phases if name != "nvidia_smi"]  # planned only where nvidia-smi exists
     assert names == ["doctor", "pytest_gpu", "sanitize_memcheck", "sanitize_racecheck", "sanitize_synccheck",
-                     "ladder", "broad_sweep", "broad_sweep_reversed", "copy"]
+                     "ladder", "broad_sweep", "broad_sweep_reversed", "tail_ab", "copy"]
     cmd = dict(phases)
+    tail = cmd["tail_ab"]  # the A/B the book and the kit's table read, as gemm_course.b200 names it
+    assert b200.tail_ab_command().replace('"', "") in tail.replace(str(tmp_path / "out"), "OUT")
     assert "-m pytest -q -m gpu -k not sm90" in cmd["pytest_gpu"] and "tests/test_gpu.py" in cmd["pytest_gpu"]
     for tool in ("memcheck", "racecheck", "synccheck"):
         assert f"compute-sanitizer --tool {tool}" in cmd[f"sanitize_{tool}"]
@@ -224,6 +226,22 @@ case "$*" in
   "-m pytest"*)
     if [ "${FAKE_FAIL:-0}" = 1 ]; then echo "FAILED tests/test_gpu.py::test_x - wrong"; echo "1 failed, 3 passed"; exit 1; fi
     echo "4 passed" ;;
+  "scripts/gpu_tune.py"*)
+    exec "$REAL_PY" -c '
+import json, os, sys
+args = sys.argv[1:]
+variants = args[:args.index("--shapes")]
+shapes = args[args.index("--shapes") + 1:args.index("--out")]
+out = args[args.index("--out") + 1]
+rows = []
+for sh in shapes:
+    m, n, k = sh.split("x") if "x" in sh else (sh, sh, sh)
+    label = f"{m}x{n}x{k}"
+    for v, ms in zip(variants + ["cublas"], (1.0, 1.05, 1.1)):
+        rows.append({"shape": label, "variant": v, "median_ms": ms, "ratio_to_cublas": 1.1 / ms})
+os.makedirs(out, exist_ok=True)
+json.dump({"env": {"gpu": "NVIDIA B200"}, "rows": rows}, open(os.path.join(out, "tune.json"), "w"))
+' "${@:2}" ;;
   "-m gemm_course bench"*)
     exec "$REAL_PY" -c '
 import json, sys
@@ -268,18 +286,23 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
     status = (out / "status.log").read_text()
     if fail:
         assert proc.returncode == 1
-        assert "pytest_gpu: FAILED (exit 1)" in status and "ladder, broad_sweep, broad_sweep_reversed, copy: skipped" in status
+        assert "pytest_gpu: FAILED (exit 1)" in status
+        assert "ladder, broad_sweep, broad_sweep_reversed, tail_ab, copy: skipped" in status
         assert "FAILED tests/test_gpu.py::test_x" in (out / "skipped.log").read_text()
         assert not results.exists() and not list(out.glob("*.json"))
         return
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [line.split(":")[0] for line in status.splitlines()] == [
-        "gpu_check", "doctor", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed", "copy"]
+        "gpu_check", "doctor", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed", "tail_ab",
+        "copy"]
     copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
     assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 3
     assert len(records.load_records(str(results))) == 11 * 2 + 2 * 46
     tail = proc.stdout[proc.stdout.index("== records"):]
     assert "broad sweep sm100/11: 46 shapes" in tail and "broad sweep reversed sm100/11: 46 shapes" in tail
     assert "pull request" in tail
+    assert "split tail over whole at 4096x4096x4096: 1.050 (the tail model: 1.067, 2 parts per tail tile)" in tail
+    tune = records.load_tuning(b200.TAIL_AB_RUN, str(results))
+    assert tune["command"] == b200.tail_ab_command() and "B200 kit" in tune["what"] and len(tune["rows"]) == 15
     for log in out.glob("*.log"):  # (the fake python's own folder would be a real one's, e.g. /usr/bin)
         assert str(out) not in log.read_text() and str(results) not in log.read_text(), log.name

@@ -3,7 +3,7 @@ go, and the short table the kit prints last.
 
     python -m gemm_course.b200 check         # exit 0 on sm_100a, else 2 with a message saying why
     python -m gemm_course.b200 slug          # this GPU's folder under results/ (as bench names it)
-    python -m gemm_course.b200 copy OUT      # OUT/*.json -> results/<gpu>/ (checked records only)
+    python -m gemm_course.b200 copy OUT      # OUT/*.json -> results/<gpu>/ (checked only); the tail A/B -> results/tuning/
     python -m gemm_course.b200 table OUT     # the ladder and the sweep, one line per step
     python -m gemm_course.b200 redact OUT REPO   # OUT's logs name OUT, REPO and ~, not this machine's folders
 """
@@ -117,6 +117,62 @@ def copy_records(out: str, results_dir: Optional[str] = None) -> list:
 
 SWEEP_TAGS = ("sweep", "broad_sweep", "broad_sweep_reversed")  # the kit's sweeps (an older kit ran "sweep")
 
+# The kit's A/B of step 11's split tail against the same kernel without it (scripts/gpu_tune.py,
+# every variant checked against float32 before it is timed): what calibrates the hand-over's price,
+# schedule.FIXUP_K_TILES, on a B200. Its output folder under OUT, and its name under results/tuning/.
+TAIL_AB = "tail_ab"
+TAIL_AB_RUN = "tune_b200_tail_split"
+TAIL_AB_SHAPES = ("4096", "12288", "16384", "1024x1024x8192", "8192x4096x28672")
+TAIL_AB_VARIANTS = ("sm100/11", "sm100/11:stream_k=False")
+
+
+def tail_ab_command() -> str:
+    """The tail A/B as the kit runs it (OUT for its output folder)."""
+    variants = " ".join(f'"{v}"' if ":" in v else v for v in TAIL_AB_VARIANTS)
+    return f"scripts/gpu_tune.py {variants} --shapes {' '.join(TAIL_AB_SHAPES)} --out OUT/{TAIL_AB}"
+
+
+def copy_tail_ab(out: str, results_dir: Optional[str] = None) -> Optional[tuple]:
+    """OUT/tail_ab/tune.json -> results/tuning/tune_b200_tail_split.json.gz, with what it compared and
+    its command (as every tuning run the book reads). (source, destination or None, why), or None
+    when the kit ran no tail A/B."""
+    import gzip
+
+    from .records import RESULTS_DIR
+
+    source = os.path.join(out, TAIL_AB, "tune.json")
+    if not os.path.exists(source):
+        return None
+    with open(source) as f:
+        tune = json.load(f)
+    if not tune.get("rows"):
+        return source, None, "no rows"
+    folder = os.path.join(results_dir or RESULTS_DIR, "tuning")
+    dest = os.path.join(folder, TAIL_AB_RUN + ".json.gz")
+    if os.path.exists(dest):
+        return source, dest, "already there"
+    os.makedirs(folder, exist_ok=True)
+    gpu = (tune.get("env") or {}).get("gpu", "a B200")
+    tune.update(what=f"step 11's split tail against the same kernel without it (stream_k=False), interleaved with "
+                     f"cuBLAS; the B200 kit on {gpu}", command=tail_ab_command())
+    with gzip.open(dest, "wt") as f:
+        json.dump(tune, f)
+    return source, dest, "copied"
+
+
+def tail_ab_lines(tune: dict) -> list:
+    """Per shape of the tail A/B: the split tail over the whole one, beside the tail model's expectation."""
+    from .kernels.sm100.step11_beyond_the_seed import model_speedup
+    from .records import ab_changes
+
+    lines = []
+    for shape, changes in ab_changes(tune, *TAIL_AB_VARIANTS).items():
+        parts, model = model_speedup(*map(int, shape.split("x")))
+        measured = ", ".join(f"{1 + c:.3f}" for c in changes)
+        lines.append(f"split tail over whole at {shape}: {measured} (the tail model: {float(model):.3f}, "
+                     f"{parts} part{'s' if parts > 1 else ''} per tail tile)")
+    return lines
+
 
 def table(out: str) -> str:
     """The ladder (TFLOP/s and ratio to cuBLAS per shape) and a one-line summary of each sweep."""
@@ -168,6 +224,10 @@ def table(out: str) -> str:
                     if name != "all":
                         lines.append(f"  {name}: {c['shapes']} shapes, geometric mean {c['geomean']:.3f}, "
                                      f"lowest {c['lowest']:.3f} ({c['lowest_shape']})")
+    tail_ab = os.path.join(out, TAIL_AB, "tune.json")
+    if os.path.exists(tail_ab):
+        with open(tail_ab) as f:
+            lines += tail_ab_lines(json.load(f))
     worst = max(records, key=lambda r: r.get("rel_error", 0.0))
     lines.append(f"largest rel. error vs float32: {worst['rel_error']:.1e} ({worst['step']})")
     return "\n".join(lines)
@@ -206,7 +266,8 @@ def main(argv=None) -> int:
         from .records import RESULTS_DIR
 
         done = copy_records(argv[1])
-        for src, dest, why in done:  # the destination as load_records names it: results/<gpu>/<file>
+        tail = copy_tail_ab(argv[1])
+        for src, dest, why in done + ([tail] if tail else []):  # the destination as load_records names it: results/<gpu>/<file>
             where = f" -> {os.path.relpath(dest, os.path.dirname(RESULTS_DIR))}" if dest else ""
             print(f"{os.path.basename(src)}: {why}{where}")
         return 1 if any(d is None and why != "no records" for _, d, why in done) else 0
