@@ -6,7 +6,6 @@
 #   scripts/gpu_broad_sweep.sh OUT reversed   (records tagged broad_sweep_reversed)
 # Shapes after the order re-measure only those (e.g. the shapes whose choice a rule change moved);
 # records.broad_sweep takes each shape's newest record of each order.
-# (on the course's lent H200:  source .device/activate.sh && scripts/gpu_broad_sweep.sh $OUT)
 set -euo pipefail
 out=${1:?output folder}
 order=${2:-forward}

@@ -3,7 +3,6 @@
 # at 4096^3 and 8192^3, and the final step over the sweep (squares and LLM shapes).
 # On a GPU machine, from the repo root:  scripts/gpu_ladder.sh OUT_DIR
 # (NAIVE=0 skips step 1, whose kernel rarely changes and takes a while at 8192^3)
-# (on the course's lent H200:  source .device/activate.sh && scripts/gpu_ladder.sh $OUT)
 set -u
 out=${1:?output folder}
 final=${FINAL_STEP:-sm90/11}
