@@ -130,8 +130,10 @@ if [ $correct = 1 ]; then
   [ $rc = 0 ] || failed=1
   # step 11's split tail against the same kernel without it, interleaved (gemm_course.b200.TAIL_AB_*):
   # what prices a hand-over (schedule.FIXUP_K_TILES) on a B200
-  phase tail_ab 3600 $PY scripts/gpu_tune.py sm100/11 "sm100/11:stream_k=False" \
-    --shapes 4096 12288 16384 1024x1024x8192 8192x4096x28672 --out "$out/tail_ab"
+  tail_of="from gemm_course import b200"
+  tail_variants=$($PY -c "$tail_of; print(' '.join(b200.TAIL_AB_VARIANTS))")
+  tail_shapes=$($PY -c "$tail_of; print(' '.join(b200.TAIL_AB_SHAPES))")
+  phase tail_ab 3600 $PY scripts/gpu_tune.py $tail_variants --shapes $tail_shapes --out "$out/tail_ab"
   [ $rc = 0 ] || failed=1
   # 6. Into results/<gpu>/, where records.load_records (and so the book) reads them.
   phase copy 300 $PY -m gemm_course.b200 copy "$out"

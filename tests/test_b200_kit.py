@@ -221,6 +221,7 @@ FAKE_PY = r'''#!/bin/bash
 case "$*" in
   "-m gemm_course.b200"*) exec "$REAL_PY" "$@" ;;
   "-c from gemm_course import bench"*) exec "$REAL_PY" "$@" ;;
+  "-c from gemm_course import b200"*) exec "$REAL_PY" "$@" ;;
   "-c import triton") exit 1 ;;
   "-m gemm_course doctor") echo "machine     NVIDIA B200 (fake)" ;;
   "-m pytest"*)

@@ -457,13 +457,13 @@ def variant_config(step, variant: str):
 
 
 def row_config(step, row: dict):
-    """The config a tuning run's row timed: the one it records (``config``, runs from 2026-12-01 on,
-    whose plain ``STEP`` meant the step's choice per shape), else what its variant name stands for
-    (earlier runs, where it meant the default Config with the named fields changed)."""
+    """The config a tuning run's row timed: the one the row records (``config``; there a plain
+    ``STEP`` is the step's choice for the shape), else what its variant name stands for (the
+    default Config with the named fields changed); None where the step's Config lacks a field."""
     if row.get("config") and row["variant"].partition(":")[0] == step.key:
         try:
             return step.config(**{k: tuple(v) if isinstance(v, list) else v for k, v in row["config"].items()})
-        except TypeError:  # a field this step's Config no longer has
+        except TypeError:  # a recorded field the step's Config lacks
             return None
     return variant_config(step, row["variant"])
 
