@@ -140,3 +140,32 @@ def test_lockstep_main_parts_do_not_stream_their_operands():
     assert schedule.split_tail(512, 66, 96) == (462, 50, 0, 66, 50 * 96)
     assert schedule.split_tail_bytes(512, 66, 96, per_k_tile) == 50 * 96 * per_k_tile
     assert schedule.split_tail_bytes(256, 66, 64, per_k_tile) == 0  # 4096^3: not split
+
+
+def test_lockstep_threshold_matches_the_recorded_runs():
+    """Runs 43 and 44 timed the lockstep tail against the classic one (a copy with
+    LOCKSTEP_K_TILES = 64) in both orders. Over the shapes with a split tail that the old threshold
+    (256 K tiles) kept classic, lockstep is faster in each order from today's threshold on, and
+    slower below 128 K tiles (at 128 it was mixed)."""
+    import math
+
+    from gemm_course import records, tile_rule
+
+    changes = {}  # shape -> lockstep's speed-up, one per order
+    for name in ("tune_run43_lockstep_tail_first_few_wave", "tune_run44_lockstep_one_to_nine_waves"):
+        changes.update(records.ab_changes(records.load_tuning(name), "sm90_lockstep@sm90/11", "sm90/11"))
+    above, below = [], []
+    for shape, values in changes.items():
+        m, n, k = map(int, shape.split("x"))
+        choice = tile_rule.choose(m, n, k, 66)
+        tiles = tile_rule.cluster_tiles(m, n, choice.tile_n)
+        k_tiles = math.ceil(k / 64)
+        if schedule.split_tail(tiles, schedule.grid_clusters(tiles, 66, k_tiles), k_tiles)[1] == 0:
+            continue  # no split tail: both copies run the same schedule
+        if schedule.LOCKSTEP_K_TILES <= k_tiles < 256:
+            above.append(values)
+        elif k_tiles < 128:
+            below.append(values)
+    assert len(above) >= 5 and len(below) >= 5 and all(len(v) == 2 for v in above + below)
+    for order in (0, 1):
+        assert records.geomean(1 + v[order] for v in above) > 1.0 > records.geomean(1 + v[order] for v in below), order

@@ -162,3 +162,40 @@ def test_the_192_wide_tile_compiles_from_step_5(key):
     art = arch.compile_step(step, config, "sm_90a")
     assert not inspect.report(art).resources.spills
     assert "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16" in art.ptx and "m64n256k16" not in art.ptx
+
+
+@pytest.mark.fast
+def test_step_5s_check_admits_every_wgmma_width_its_epilogue_can_store():
+    """tile_n (and mma_n) in multiples of 16 from 64 to 256 for steps 5-11; epi_n in multiples of 16
+    from step 4 on. On the H200 (results/logs/20261202T0029_check_tile_widths.log) 144, 160, 176,
+    208, 224 and 240 were correct; epi_n = 8 wrote wrong values and epi_n = 88 faulted."""
+    for key in ("sm90/5", "sm90/8", "sm90/11"):
+        step = ladder.get(key)
+        for tile_n in (144, 160, 176, 208, 224, 240):
+            config = step.config(tile_n=tile_n, epi_n=16, epi_stages=1, stages=3)
+            assert step.check_config(config) == (True, ""), (key, tile_n)
+        for tile_n in (168, 272, 48, 200):
+            ok, why = step.check_config(step.config(tile_n=tile_n, epi_n=8, epi_stages=1, stages=3))
+            assert not ok and ("multiple of 16" in why), (key, tile_n, why)
+    for key in ("sm90/4", "sm90/7", "sm90/11"):
+        step = ladder.get(key)
+        for epi_n in (8, 24, 88):
+            ok, why = step.check_config(step.config(epi_n=epi_n, epi_stages=1))
+            assert not ok and "epi_n must be a multiple of 16" in why, (key, epi_n, why)
+
+
+@pytest.mark.compile
+def test_a_176_wide_tile_compiles_with_one_wgmma_and_one_store():
+    """The width cuBLAS's 168-wide kernel suggests for 2304 x 2304 (168 does not compile: stmatrix
+    takes 16 columns): one m64n176k16 per warpgroup and k16 step, no spills. The staging rows are
+    tiled by swizzle atoms of the widest of 64, 32 or 16 columns that divides epi_n, and the TMA store
+    goes out one atom-wide box at a time: 176 = 11 x 16 columns, eleven stores per tile."""
+    from gemm_course import arch, inspect
+
+    step = ladder.get("sm90/11")
+    config = step.config(tile_n=176, epi_n=176, epi_stages=1, stages=4)
+    art = arch.compile_step(step, config, "sm_90a")
+    assert "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16" in art.ptx
+    assert "m64n256k16" not in art.ptx and "m64n192k16" not in art.ptx
+    assert inspect.ptx_count(art.ptx, "cp.async.bulk.tensor.2d.global.shared::cta") == 11
+    assert not inspect.report(art).resources.spills

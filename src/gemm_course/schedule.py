@@ -45,10 +45,12 @@ FIXUP_K_TILES = 16
 IDLE_SHARE = 8
 
 # From this many K tiles per tile on, the tail runs in lockstep. Against the classic layout on the
-# H200 (two interleaved A/B runs): -0.8 to -3.3% at 64-128 K tiles (a partial-sum store ends every
-# helper piece), 0 at 192, +0.6 and -1.7% at 224, +0.8 to +2.0% at 448, where the classic layout
-# streams its operands from DRAM. NOTES.md has the runs.
-LOCKSTEP_K_TILES = 256
+# H200 (interleaved A/B runs, both orders): -1 to -6% at 64-112 K tiles (a partial-sum store ends
+# every helper piece) and mixed at 128 (-3 to +2%); from 144 on it pays where the tail is a large
+# share of the work (one to three waves: +2 to +5% at 144-192 K tiles, streaming that the classic
+# layout's runs do from DRAM) and is level or within the noise with many waves (0 at 192, +0.6 and
+# -1.7% at 224, +0.8 to +2.0% at 448). NOTES.md has the runs.
+LOCKSTEP_K_TILES = 144
 
 
 def _select(condition, if_true, if_false):

@@ -42,8 +42,10 @@ class Config(parent.Config):
 
 
 def check_epilogue(config) -> tuple:
-    if config.tile_n % config.epi_n or config.epi_n % 8:
-        return False, "epi_n must be a multiple of 8 that divides tile_n"
+    if config.tile_n % config.epi_n or config.epi_n % 16:
+        # stmatrix stores 16 columns per instruction: on the H200 epi_n = 8 wrote wrong values and
+        # epi_n = 88 faulted (results/logs/20261202T0029_check_tile_widths.log)
+        return False, "epi_n must be a multiple of 16 (stmatrix's width) that divides tile_n"
     if config.epi_stages < 1 or (config.tile_n // config.epi_n) % config.epi_stages:
         return False, "epi_stages must divide the number of epilogue sub-tiles (tile_n / epi_n)"
     return True, ""
