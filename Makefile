@@ -6,7 +6,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-CPU_TORCH := torch==2.13.0
+# installed only where no torch is importable (GPU machines bring a CUDA build)
+TORCH_PIN := torch==2.13.0
 # myst-nb's jupyter-cache for this book (its default place, next to _build/html)
 NB_CACHE  := _build/.jupyter_cache
 COMPILE_CACHE := $(CURDIR)/.cache/compile
@@ -16,7 +17,7 @@ COMPILE_CACHE := $(CURDIR)/.cache/compile
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(CPU_TORCH)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH_PIN)
 	$(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
@@ -44,7 +45,8 @@ test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -q -m gpu tests
 
 # The B200 kit (scripts/b200_validate.sh): check, sanitize and time the Blackwell ladder, records into
-# results/nvidia-b200/. Refuses any other GPU at once (Hopper: scripts/gpu_ladder.sh).
+# results/<gpu>/ (nvidia-b200 on a B200). Builds .venv first if needed, then refuses any other GPU
+# in its first phase (Hopper: scripts/gpu_ladder.sh).
 b200: $(STAMP)
 	@test -n "$(OUT)" || { echo "usage: make b200 OUT=folder-for-logs-and-records"; exit 2; }
 	PY=$(BIN)/python bash scripts/b200_validate.sh "$(OUT)"

@@ -69,8 +69,9 @@ fail() {  # fail NAME WHY: mark a phase failed after the fact
 # 2. Provenance: versions and which steps run here; the driver's own view of the GPU.
 phase doctor 600 $PY -m gemm_course doctor
 [ $rc = 0 ] || failed=1
-if command -v nvidia-smi > /dev/null 2>&1; then
-  phase nvidia_smi 120 nvidia-smi -q > /dev/null  # long: kept in the log only
+if command -v nvidia-smi > /dev/null 2>&1; then  # named fields only: no serial numbers or UUIDs in a published log
+  phase nvidia_smi 120 nvidia-smi --format=csv \
+    --query-gpu=name,compute_cap,driver_version,vbios_version,memory.total,power.limit,clocks.max.sm,clocks.max.mem,pcie.link.gen.max
   [ $rc = 0 ] || failed=1
 fi
 
@@ -93,9 +94,10 @@ fi
 # 4. compute-sanitizer on small shapes of steps 5-8 and two split tails of step 11. Any memcheck failure and any wrong output
 # count as incorrect; other racecheck/synccheck failures are reported but do not stop the timing,
 # since they may be the tools not seeing through a TMA or tcgen05 hand-over (OUT/sanitize_*.log).
-if command -v compute-sanitizer > /dev/null 2>&1; then
+sanitizer=$(command -v compute-sanitizer || ls "${CUDA_HOME:-/usr/local/cuda}"/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$sanitizer" ]; then
   for tool in memcheck racecheck synccheck; do
-    phase "sanitize_$tool" 1800 compute-sanitizer --tool "$tool" --error-exitcode 86 \
+    phase "sanitize_$tool" 1800 "$sanitizer" --tool "$tool" --error-exitcode 86 \
       $PY scripts/b200_sanitize.py "$tool"
     if [ "$dry" != 1 ] && [ $rc != 0 ]; then
       failed=1
@@ -104,9 +106,10 @@ if command -v compute-sanitizer > /dev/null 2>&1; then
   done
 else
   echo
-  echo "compute-sanitizer is not on PATH: the sanitizer phase is skipped (it ships with the CUDA toolkit," \
-    "in its bin/ folder)." | tee "$out/sanitize.log"
-  echo "sanitize: skipped (compute-sanitizer not on PATH)" >> "$out/status.log"
+  echo "compute-sanitizer is neither on PATH nor in \${CUDA_HOME:-/usr/local/cuda}/bin: the sanitizer phase is skipped." \
+    "It ships with the CUDA toolkit (Ubuntu: apt-get install cuda-sanitizer-12-8, or a newer version); put its bin/" \
+    "folder on PATH and run the kit again to include it." | tee "$out/sanitize_skipped.log"
+  echo "sanitize: SKIPPED (no compute-sanitizer): memory errors are not checked" >> "$out/status.log"
 fi
 
 # 5. Timing, only if everything above computed the right numbers.
@@ -147,25 +150,32 @@ else
   echo "ladder, broad_sweep, broad_sweep_reversed, tail_ab, copy: skipped (correctness failed)" >> "$out/status.log"
 fi
 
-# 7. What happened, the numbers, and how to send them.
+# 7. What happened, the numbers, and how to send them: the logs, redacted, also go to results/logs/.
+tabled=0
+if [ "$dry" != 1 ] && [ $correct = 1 ]; then
+  $PY -m gemm_course.b200 table "$out" > "$out/summary.log" 2>&1
+  tabled=1
+fi
 $PY -m gemm_course.b200 redact "$out" "$PWD"
+[ "$dry" = 1 ] || $PY -m gemm_course.b200 logs "$out" > "$out/published_logs.txt"
 echo
 echo "== status (OUT/status.log)"
 cat "$out/status.log"
-if [ "$dry" != 1 ] && [ $correct = 1 ]; then
+if [ $tabled = 1 ]; then
   echo
   echo "== records (OUT/summary.log): TFLOP/s (median) and ratio to cuBLAS timed in the same run"
-  $PY -m gemm_course.b200 table "$out" 2>&1 | tee "$out/summary.log"
+  cat "$out/summary.log"
 fi
 echo
 if [ $correct = 1 ]; then
-  echo "To contribute: open a pull request on the course's repository that adds the new JSON files of"
-  echo "$dest/ (the book's figures read every record under results/), results/tuning/tune_b200_tail_split.json.gz"
-  echo "(the tail A/B) and the logs OUT/*.log as"
-  echo "results/logs/<date>_b200_<name>.log; say which cloud instance ran them. (OUT = $out)"
+  echo "To contribute: open a pull request on the course's repository that adds the new files of"
+  echo "$dest/ (the book's figures read every record under results/), results/tuning/tune_b200_tail_split_*.json.gz"
+  echo "(the tail A/B) and results/logs/*_b200_*.log (this run's logs, listed in OUT/published_logs.txt);"
+  echo "say which cloud instance ran them. (OUT = $out)"
 else
-  echo "To report: open an issue or a pull request on the course's repository with the logs OUT/*.log"
-  echo "(as results/logs/<date>_b200_<name>.log): they show what a B200 does with the Blackwell steps."
-  echo "(OUT = $out)"
+  echo "To report: open an issue or a pull request on the course's repository with this run's logs,"
+  echo "results/logs/*_b200_*.log (listed in OUT/published_logs.txt): they show what a B200 does with the"
+  echo "Blackwell steps. (OUT = $out)"
 fi
+grep -q "^sanitize: SKIPPED" "$out/status.log" && echo "Note: compute-sanitizer was not found, so memory errors were not checked (OUT/sanitize_skipped.log)."
 exit $failed

@@ -86,6 +86,14 @@ def test_check_machine(machine, ok):
         assert (machine.gpu_name or "no CUDA GPU") in message
 
 
+def test_a_b200_with_a_pytorch_without_its_kernels_is_refused():
+    """cuBLAS (torch.mm) and the float32 reference need a PyTorch built for sm_100: without one every
+    check would fail, so the kit stops before running anything and says what to install."""
+    passed, message = b200.check_machine(B200, arch_list=["sm_80", "sm_90"])
+    assert not passed and "not sm_100" in message and "CUDA 12.8 or newer" in message and "nothing was run" in message
+    assert b200.check_machine(B200, arch_list=["sm_90", "sm_100", "sm_120"])[0]
+
+
 def test_pretended_gpu_goes_through_the_arch_table(monkeypatch):
     monkeypatch.setenv(b200.PRETEND, "NVIDIA B200,10.0,148")
     assert b200.present_machine() == B200 and b200.check_machine()[0]
@@ -130,7 +138,7 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
         assert sweep[sweep.index("bench") + 1] == "sm100/11" and sweep[sweep.index("--tag") + 1] == name
         shapes = sweep[sweep.index("--shapes") + 1:sweep.index("--rounds")]
         assert shapes == _broad_sweep()[::order] and len(shapes) == 46
-    assert "results/nvidia-b200/" in out and "pull request" in out and "OUT/*.log" in out
+    assert "results/nvidia-b200/" in out and "pull request" in out and "results/logs/*_b200_*.log" in out
 
 
 def test_sanitizer_plan_covers_steps_5_to_8_with_partial_tiles_and_many_clusters():
@@ -290,7 +298,10 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
         assert "pytest_gpu: FAILED (exit 1)" in status
         assert "ladder, broad_sweep, broad_sweep_reversed, tail_ab, copy: skipped" in status
         assert "FAILED tests/test_gpu.py::test_x" in (out / "skipped.log").read_text()
-        assert not results.exists() and not list(out.glob("*.json"))
+        assert not list(out.glob("*.json")) and not (results / "nvidia-b200").exists()
+        assert not (results / "tuning").exists()  # no numbers of a wrong kernel; the logs, to report it:
+        assert sorted(p.name.split("_b200_")[1] for p in (results / "logs").iterdir()) == sorted(
+            p.name for p in out.glob("*.log"))
         return
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [line.split(":")[0] for line in status.splitlines()] == [
@@ -303,7 +314,10 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
     assert "broad sweep sm100/11: 46 shapes" in tail and "broad sweep reversed sm100/11: 46 shapes" in tail
     assert "pull request" in tail
     assert "split tail over whole at 4096x4096x4096: 1.050 (the tail model: 1.067, 2 parts per tail tile)" in tail
-    tune = records.load_tuning(b200.TAIL_AB_RUN, str(results))
+    tune = records.load_tuning(b200.tail_ab_run(str(results)), str(results))
+    assert b200.tail_ab_run(str(results)).startswith(b200.TAIL_AB_RUN + "_2")
     assert tune["command"] == b200.tail_ab_command() and "B200 kit" in tune["what"] and len(tune["rows"]) == 15
-    for log in out.glob("*.log"):  # (the fake python's own folder would be a real one's, e.g. /usr/bin)
+    published = sorted((results / "logs").iterdir())  # the logs, as the book cites them: results/logs/*_b200_*.log
+    assert [p.name.split("_b200_")[1] for p in published] == sorted(p.name for p in out.glob("*.log"))
+    for log in list(out.glob("*.log")) + published:  # (the fake python's own folder would be a real one's, e.g. /usr/bin)
         assert str(out) not in log.read_text() and str(results) not in log.read_text(), log.name

@@ -118,11 +118,13 @@ def test_stream_k_tail_is_correct_launch_after_launch(key):
     shapes = [(8192, 8192, 8192), (5000, 3000, 3000), (8000, 8104, 4000), (2999, 12288, 6000), (1024, 2048, 4096),
               (700, 1496, 5000), (2048, 1000, 16384), (5000, 3000, 10000)]
     # (1024, 2048, 4096), (700, 1496, 5000) and (2048, 1000, 16384) have fewer tiles than clusters: the split
-    # spreads them over the GPU; the last two and (5000, 3000, 10000) (157 K tiles) run the tail in lockstep
+    # spreads them over the GPU; (2048, 1000, 16384) and (5000, 3000, 10000) (157 K tiles) run it in lockstep
+    lockstep = {(2048, 1000, 16384), (5000, 3000, 10000)}
     for m, n, k in shapes:
         tiles, k_tiles = -(-m // 256) * -(-n // 256), -(-k // 64)
         launched = schedule.grid_clusters(tiles, clusters, k_tiles)
         assert schedule.split_tail(tiles, launched, k_tiles)[1] > 0, (m, n, k)  # the tail is split
+        assert (schedule.split_tail(tiles, launched, k_tiles)[2] > 0) == ((m, n, k) in lockstep), (m, n, k)
         a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
         ref = reference(a, b)
         launch = run.prepare(step, a, b, c, step.default)  # the 128 x 256 tile the tail counts above assume

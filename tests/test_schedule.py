@@ -145,8 +145,9 @@ def test_lockstep_main_parts_do_not_stream_their_operands():
 def test_lockstep_threshold_matches_the_recorded_runs():
     """Runs 43 and 44 timed the lockstep tail against the classic one (a copy with
     LOCKSTEP_K_TILES = 64) in both orders. Over the shapes with a split tail that the old threshold
-    (256 K tiles) kept classic, lockstep is faster in each order from today's threshold on, and
-    slower below 128 K tiles (at 128 it was mixed)."""
+    (256 K tiles) kept classic, lockstep is faster in each order from today's threshold on (144 and
+    192 K tiles were measured) and slower at 128 K tiles and below, so the threshold lies in
+    (128, 144]. Run 44's 8192x4096x6144 replaces run 43's (both slower)."""
     import math
 
     from gemm_course import records, tile_rule
@@ -154,7 +155,7 @@ def test_lockstep_threshold_matches_the_recorded_runs():
     changes = {}  # shape -> lockstep's speed-up, one per order
     for name in ("tune_run43_lockstep_tail_first_few_wave", "tune_run44_lockstep_one_to_nine_waves"):
         changes.update(records.ab_changes(records.load_tuning(name), "sm90_lockstep@sm90/11", "sm90/11"))
-    above, below = [], []
+    above, at_128, below = [], [], []
     for shape, values in changes.items():
         m, n, k = map(int, shape.split("x"))
         choice = tile_rule.choose(m, n, k, 66)
@@ -164,8 +165,14 @@ def test_lockstep_threshold_matches_the_recorded_runs():
             continue  # no split tail: both copies run the same schedule
         if schedule.LOCKSTEP_K_TILES <= k_tiles < 256:
             above.append(values)
+        elif k_tiles == 128:
+            at_128.append(values)
         elif k_tiles < 128:
             below.append(values)
-    assert len(above) >= 5 and len(below) >= 5 and all(len(v) == 2 for v in above + below)
+    assert len(above) >= 5 and len(at_128) >= 3 and len(below) >= 5
+    assert all(len(v) == 2 for v in above + at_128 + below)
+    assert 128 < schedule.LOCKSTEP_K_TILES <= 144  # between the measured 128 and 144
     for order in (0, 1):
-        assert records.geomean(1 + v[order] for v in above) > 1.0 > records.geomean(1 + v[order] for v in below), order
+        assert records.geomean(1 + v[order] for v in above) > 1.0, order
+        assert records.geomean(1 + v[order] for v in at_128) < 1.0, order
+        assert records.geomean(1 + v[order] for v in below) < 1.0, order

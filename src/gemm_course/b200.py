@@ -6,6 +6,7 @@ go, and the short table the kit prints last.
     python -m gemm_course.b200 copy OUT      # OUT/*.json -> results/<gpu>/ (checked only); the tail A/B -> results/tuning/
     python -m gemm_course.b200 table OUT     # the ladder and the sweep, one line per step
     python -m gemm_course.b200 redact OUT REPO   # OUT's logs name OUT, REPO and ~, not this machine's folders
+    python -m gemm_course.b200 logs OUT      # OUT/NAME.log -> results/logs/<UTC date>_b200_NAME.log, to publish
 """
 
 from __future__ import annotations
@@ -51,10 +52,24 @@ def _why_no_gpu() -> str:
             "and that CUDA_VISIBLE_DEVICES does not hide it")
 
 
-def check_machine(machine: Optional[arch.Machine] = None) -> tuple:
-    """(ok, message): whether device 0 is a B200-class GPU (compute capability 10.0, target sm_100a)."""
+def check_machine(machine: Optional[arch.Machine] = None, arch_list: Optional[list] = None) -> tuple:
+    """(ok, message): whether device 0 is a B200-class GPU (compute capability 10.0, target sm_100a)
+    and PyTorch has kernels for it (``arch_list``, as ``torch.cuda.get_arch_list()``; read from
+    PyTorch for the present GPU, not checked for a given or pretended one unless passed)."""
     m = present_machine() if machine is None else machine
     if m.target == TARGET:
+        if arch_list is None and machine is None and not os.environ.get(PRETEND):
+            import torch
+
+            arch_list = torch.cuda.get_arch_list()
+        from .cli import torch_arch_gap
+
+        gap = torch_arch_gap(m, arch_list) if arch_list is not None else ""
+        if gap:
+            return False, (f"b200_validate.sh stops: device 0 is {m.describe()}, but {gap}. Without it every "
+                           "reference and every cuBLAS timing fails. Install one (book/setup.md, 'On a B200 cloud "
+                           "instance'), check with .venv/bin/gemm-course doctor, then run the kit again; nothing "
+                           "was run and nothing was written under results/.")
         return True, f"device 0: {m.describe()}. B200-class: running the kit."
     if not m.has_gpu:
         found = "no CUDA GPU is visible here" + ("" if machine is not None or os.environ.get(PRETEND) else f" ({_why_no_gpu()})")
@@ -132,10 +147,20 @@ def tail_ab_command() -> str:
     return f"scripts/gpu_tune.py {variants} --shapes {' '.join(TAIL_AB_SHAPES)} --out OUT/{TAIL_AB}"
 
 
+def tail_ab_run(results_dir: Optional[str] = None) -> str:
+    """The newest tail A/B under results/tuning/ (``tune_b200_tail_split_<UTC date>``, one per kit
+    run), as :func:`gemm_course.records.load_tuning` names it; TAIL_AB_RUN when there is none."""
+    from .records import RESULTS_DIR
+
+    found = sorted(glob.glob(os.path.join(results_dir or RESULTS_DIR, "tuning", TAIL_AB_RUN + "*.json.gz")))
+    return os.path.basename(found[-1])[: -len(".json.gz")] if found else TAIL_AB_RUN
+
+
 def copy_tail_ab(out: str, results_dir: Optional[str] = None) -> Optional[tuple]:
-    """OUT/tail_ab/tune.json -> results/tuning/tune_b200_tail_split.json.gz, with what it compared and
-    its command (as every tuning run the book reads). (source, destination or None, why), or None
-    when the kit ran no tail A/B."""
+    """OUT/tail_ab/tune.json -> results/tuning/tune_b200_tail_split_<UTC date of the run>.json.gz, with
+    what it compared and its command (as every tuning run the book reads). (source, destination or
+    None, why), or None when the kit ran no tail A/B."""
+    import datetime
     import gzip
 
     from .records import RESULTS_DIR
@@ -148,7 +173,8 @@ def copy_tail_ab(out: str, results_dir: Optional[str] = None) -> Optional[tuple]
     if not tune.get("rows"):
         return source, None, "no rows"
     folder = os.path.join(results_dir or RESULTS_DIR, "tuning")
-    dest = os.path.join(folder, TAIL_AB_RUN + ".json.gz")
+    stamp = datetime.datetime.fromtimestamp(os.path.getmtime(source), datetime.timezone.utc).strftime("%Y%m%dT%H%M")
+    dest = os.path.join(folder, f"{TAIL_AB_RUN}_{stamp}.json.gz")
     if os.path.exists(dest):
         return source, dest, "already there"
     os.makedirs(folder, exist_ok=True)
@@ -252,6 +278,24 @@ def redact_logs(out: str, repo: str) -> list:
     return changed
 
 
+def publish_logs(out: str, results_dir: Optional[str] = None) -> list:
+    """Copy ``out``'s logs (already redacted) to ``results/logs/<UTC date>_b200_<name>.log``, the names
+    the book cites them by (``results/logs/*_b200_*.log``). Returns the destinations."""
+    import datetime
+
+    from .records import RESULTS_DIR
+
+    folder = os.path.join(results_dir or RESULTS_DIR, "logs")
+    os.makedirs(folder, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M")
+    done = []
+    for path in sorted(glob.glob(os.path.join(out, "*.log"))):
+        dest = os.path.join(folder, f"{stamp}_b200_{os.path.basename(path)}")
+        shutil.copy2(path, dest)
+        done.append(dest)
+    return done
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv else ""
@@ -276,6 +320,15 @@ def main(argv=None) -> int:
         return 0
     if command == "table" and len(argv) == 2:
         print(table(argv[1]))
+        return 0
+    if command == "logs" and len(argv) == 2:
+        from .records import RESULTS_DIR
+
+        for dest in publish_logs(argv[1]):
+            print(os.path.relpath(dest, os.path.dirname(RESULTS_DIR)))
+        return 0
+    if command in ("-h", "--help", "help"):
+        print(__doc__)
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -201,7 +201,10 @@ def cmd_diff(args):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="gemm-course", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="gemm-course", description=__doc__,
+        epilog="On a B200: make b200 OUT=folder (scripts/b200_validate.sh; python -m gemm_course.b200 --help) "
+               "validates and times the Blackwell ladder and writes the records the book reads.")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("doctor", help="machine, versions, and which steps run or only compile here")

@@ -45,11 +45,11 @@ FIXUP_K_TILES = 16
 IDLE_SHARE = 8
 
 # From this many K tiles per tile on, the tail runs in lockstep. Against the classic layout on the
-# H200 (interleaved A/B runs, both orders): -1 to -6% at 64-112 K tiles (a partial-sum store ends
-# every helper piece) and mixed at 128 (-3 to +2%); from 144 on it pays where the tail is a large
-# share of the work (one to three waves: +2 to +5% at 144-192 K tiles, streaming that the classic
-# layout's runs do from DRAM) and is level or within the noise with many waves (0 at 192, +0.6 and
-# -1.7% at 224, +0.8 to +2.0% at 448). NOTES.md has the runs.
+# H200 (interleaved A/B runs, both orders): slower on five of six shapes at 64-112 K tiles (up to
+# -6%: a partial-sum store ends every helper piece), mixed at 128 (-6 to +2%), faster on four of
+# five shapes at 144-192 (up to +5%) where the tail is a large share of the work (1.6-3.5 waves; the
+# classic layout's runs stream their operands from DRAM), and level or within the noise with many
+# waves (0 at 192, +0.6 and -1.7% at 224, +0.8 to +2.0% at 448). NOTES.md has the runs.
 LOCKSTEP_K_TILES = 144
 
 

@@ -52,7 +52,7 @@ class Config(parent.Config):
 
 def tile_n_ok(n: int) -> bool:
     """wgmma takes N in multiples of 8 up to 256; the epilogue's ``stmatrix`` writes 16 columns at a
-    time (a multiple of 8 but not of 16, such as 168, fails to compile)."""
+    time (168, a multiple of 8 but not of 16, aborts the compiler)."""
     return 64 <= n <= 256 and n % 16 == 0
 
 
@@ -61,8 +61,8 @@ def check_config(config: Config):
         return False, "tile_m must be 64 (one warpgroup) or 128 (two)"
     if not tile_n_ok(config.tile_n):
         return False, "tile_n must be a multiple of 16 from 64 to 256 (a wgmma N whose stmatrix epilogue takes 16 columns)"
-    if config.mma_n and (not tile_n_ok(config.mma_n) or config.tile_n % config.mma_n):
-        return False, "mma_n must be 0 (tile_n) or a multiple of 16 from 64 to 256 that divides tile_n"
+    if config.mma_n and (config.mma_n not in (64, 128, 192, 256) or config.tile_n % config.mma_n):
+        return False, "mma_n must be 0 (tile_n), 64, 128, 192 or 256, and divide tile_n"
     if config.tile_k != 64:
         return False, "tile_k must be 64: one 128-byte swizzle row of bf16"
     if config.cluster_m not in (1, 2) or config.cluster_n not in (1, 2):
