@@ -411,3 +411,31 @@ def test_check_tile_width():
            key=lambda w: (tile_rule.wave_fill(tile_rule.waves(m, n, w, c)), w)) if tile_rule.waves(m, n, 256, c) < 4
            else 256, match="the rule picks")
     _wrong(exercises.check_tile_width, lambda m, n, c: ..., match="nothing yet")
+
+
+@pytest.mark.fast
+def test_score_tile_rule_scores_picks_against_the_measured_widths():
+    """An oracle that picks each shape's fastest measured width scores 1.000; step 11's rule scores
+    below that but above any single fixed width; a pick no run timed is counted, not scored; an
+    inadmissible width or no answer is refused."""
+    import re
+
+    from gemm_course import tile_rule
+
+    cases = exercises.tile_width_cases()
+    assert len(cases) >= 90 and all(len(w) >= 2 for *_, w in cases)
+
+    def score(text):
+        return float(re.match(r"your rule: ([0-9.]+)", text).group(1))
+
+    oracle_calls = iter([max(w, key=w.get) for *_, w in cases])  # called once per case, in order
+    assert score(exercises.score_tile_rule(lambda m, n, k, c: next(oracle_calls))) == 1.0
+    rule = score(exercises.score_tile_rule(lambda m, n, k, c: tile_rule.choose_tile_n(m, n, c)))
+    assert 0.97 < rule < 1.0
+    for width in (256, 192, 128):
+        assert score(exercises.score_tile_rule(lambda m, n, k, c, w=width: w)) < rule
+    timed_240 = sum(240 in w for *_, w in cases)  # run 45 timed 240 wide on two shapes, in both orders
+    assert timed_240 == 4
+    assert f"over the 4 of {len(cases)} shape-runs" in exercises.score_tile_rule(lambda m, n, k, c: 240)
+    _wrong(exercises.score_tile_rule, lambda m, n, k, c: 168, match="not a tile width")
+    _wrong(exercises.score_tile_rule, lambda m, n, k, c: ..., match="nothing yet")

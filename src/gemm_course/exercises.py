@@ -13,7 +13,8 @@ Chapter 7: :func:`check_grid_ctas`
 Chapter 8: :func:`check_persistent_tiles`, :func:`check_idle_clusters`
 Chapter 9: :func:`check_wave_panels`
 Chapter 10: :func:`check_gilbert_tile`
-Chapter 11: :func:`check_tail_share`, :func:`check_gpc_places` (write the function), :func:`check_sweep_geomean`
+Chapter 11: :func:`check_tail_share`, :func:`check_gpc_places` (write the function), :func:`check_sweep_geomean`,
+:func:`check_tile_width`, :func:`check_tail_parts`, :func:`score_tile_rule` (an open problem: a score, not a check)
 
 Helpers the chapters share with their checks: :func:`kernel_objects` (facts read from a step's
 traced host objects), :func:`occupancy_of` (CTAs per SM of a compiled step), :func:`problem_shape`,
@@ -582,6 +583,71 @@ def check_tail_parts(fn) -> str:
                     "is its length in K tiles; keep the shortest, and 1 unless it is shorter than k_tiles."
                 )
     return "right: the parts sm100/11's host picks, on 3600 grids"
+
+
+# The A/B runs that timed several tile widths on the same shapes, in the same process (results/tuning).
+WIDTH_RUNS = ("tune_run36_tile_192", "tune_run37_few_wave_clusters", "tune_run40_few_wave_widths",
+              "tune_run42_fill_ties", "tune_run45_tile_widths")
+
+
+@functools.lru_cache(maxsize=1)
+def tile_width_cases() -> tuple:
+    """Every (run, shape, repetition, {tile width: ratio to cuBLAS}) of :data:`WIDTH_RUNS` that timed
+    two widths or more side by side: for each width the best ratio among the configurations of that
+    width the run timed (its variants' recorded or named configs, ``records.row_config``)."""
+    import collections
+
+    from . import ladder
+    from . import records as rec
+
+    step = ladder.get("sm90/11")
+    cases = []
+    for name in WIDTH_RUNS:
+        tune = rec.load_tuning(name)
+        if tune is None:
+            continue
+        seen, table = collections.Counter(), collections.defaultdict(dict)
+        for row in tune["rows"]:
+            config = rec.row_config(step, row) if row["variant"] != "cublas" else None
+            if config is None:
+                continue
+            repetition = seen[row["shape"], row["variant"]]  # a run that timed a shape twice (both orders)
+            seen[row["shape"], row["variant"]] += 1
+            widths = table[row["shape"], repetition]
+            widths[config.tile_n] = max(widths.get(config.tile_n, 0.0), row["ratio_to_cublas"])
+        cases += [(name, shape, rep, dict(widths)) for (shape, rep), widths in table.items() if len(widths) > 1]
+    return tuple(cases)
+
+
+def score_tile_rule(fn, clusters: int = 66) -> str:
+    """An open problem, scored rather than checked: ``fn(m, n, k, clusters)`` picks a tile width (a
+    multiple of 16 from 64 to 256) for an m x n x k problem on ``clusters`` clusters of two (66 on
+    an H200). On every shape the tuning runs timed with several widths (:func:`tile_width_cases`),
+    your pick's measured speed is divided by the fastest measured width's; the score is the
+    geometric mean of that over the shapes where your pick was measured, beside step 11's rule on
+    the same shapes. A pick no run measured is counted, not scored."""
+    from . import tile_rule
+
+    cases = tile_width_cases()
+    assert cases, "no tuning runs with several widths under results/tuning/"
+    yours, rule, unmeasured = [], [], 0
+    for _, shape, _, widths in cases:
+        m, n, k = map(int, shape.split("x"))
+        got = fn(m, n, k, clusters)
+        assert got is not ... and got is not None, "your function returns nothing yet: write its body"
+        assert isinstance(got, int) and 64 <= got <= 256 and got % 16 == 0, (
+            f"{shape}: {got!r} is not a tile width step 5's check admits (a multiple of 16 from 64 to 256)")
+        if got not in widths:
+            unmeasured += 1
+            continue
+        best = max(widths.values())
+        yours.append(widths[got] / best)
+        rule.append(widths[tile_rule.choose_tile_n(m, n, clusters)] / best)
+    assert yours, "none of your picks was measured: the runs timed widths 128-256 on these shapes (see tile_width_cases)"
+    geo = lambda values: math.exp(sum(map(math.log, values)) / len(values))  # noqa: E731
+    return (f"your rule: {geo(yours):.3f} of the fastest measured width, over the {len(yours)} of {len(cases)} "
+            f"shape-runs where your pick was timed ({unmeasured} picks not timed by any run); step 11's rule on "
+            f"the same {len(yours)}: {geo(rule):.3f}")
 
 
 def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:
