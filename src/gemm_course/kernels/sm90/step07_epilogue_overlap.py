@@ -7,8 +7,9 @@ Parent: step 6. Key differences:
 * The producer warp does not stop at a tile boundary: while the consumer warpgroups run the
   epilogue of tile t (stmatrix + TMA store), it is already filling the stages with tile t+1's
   K tiles, so the consumers find data waiting when they come back.
-* The TMA stores, asynchronous since step 4, now pay: tile t's stores drain while tile t+1's
-  main loop runs.
+* The TMA stores, asynchronous since step 4, now overlap the next tile: the consumers wait only
+  until a staging buffer has been read by its earlier store (``wait_group.read``), never for the
+  writes to global memory, which complete while tile t+1's main loop runs.
 
 In the code: the kernel's roles become loops over the CTA's tiles (``num_tiles``, ``tile_coord``),
 each pipeline state carried from one tile to the next, and the grid shrinks (``grid``).
@@ -52,6 +53,8 @@ class Gemm(parent.Gemm):
         return (cute.ceil_div(mC.shape[0], bm * cm) * cm, clusters_n * cn, 1)
 
     def num_tiles(self, mC: cute.Tensor):
+        """Always tiles_per_cta: at the right edge a CTA's last tiles may lie wholly outside C, where
+        TMA loads zeros and the store clips everything (wasted work, correct output)."""
         return self.config.tiles_per_cta
 
     def tile_coord(self, i, mC: cute.Tensor):
