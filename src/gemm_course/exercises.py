@@ -464,8 +464,9 @@ def check_gilbert_tile(tiles_m: int, tiles_n: int, index: int, tile) -> str:
     actual = tile_order.gilbert(tiles_m, tiles_n)[index]
     assert tile_order.gilbert_tile(index, tiles_m, tiles_n) == actual  # the kernel's descent agrees
     assert tuple(tile) == actual, (
-        f"not {tuple(tile)}. Hint: the curve starts at (0, 0) and runs along the longer side (n on a tie); "
-        "draw it with viz.tile_orders and count."
+        f"not {tuple(tile)}. Hint: the curve starts at (0, 0) and heads along the longer side (n on a tie), "
+        "but it first fills a small block near the corner, so it turns early: draw it with "
+        "viz.tile_orders(tiles_m, tiles_n, kinds=('gilbert',)) and follow the white line from the dot."
     )
     return f"right: index {index} of the {tiles_m} x {tiles_n} Gilbert order is tile {actual}"
 

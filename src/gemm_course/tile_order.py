@@ -12,7 +12,9 @@ Orders, each a list of ``(tile_m, tile_n)`` in visit order (:func:`order`):
 ``column``   column raster: all of column 0, then column 1, ...
 ``grouped``  grouped raster: bands of ``group`` tile rows, each band walked column by column
              (Triton's ``GROUP_SIZE_M``); the last band may be narrower.
-``gilbert``  a generalized Hilbert curve over the rectangle: every step moves to an adjacent tile.
+``gilbert``  a generalized Hilbert curve over the rectangle: every step moves to an adjacent tile,
+             but for one diagonal step on grids whose longer side is odd and shorter side even and
+             at least 4 (:func:`gilbert_has_diagonal`).
 
 Inside a kernel each CTA (or each iteration of a persistent loop) needs the i-th tile of an
 order as integer arithmetic. :func:`tile_at` gives that: closed-form index math for the rasters

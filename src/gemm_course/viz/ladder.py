@@ -357,8 +357,11 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
     for i, p in enumerate(points):
         bound = min(peak_tflops, p["intensity"] * bandwidth_tbs)
         mk = markers[i % len(markers)]
+        style = {"color": "black", "markersize": 12} if p["label"] == "cuBLAS" else {"markersize": 8}
+        if p["label"] == "cuBLAS":
+            mk = "*"  # never the marker and colour of a step (the cycles repeat after ten points)
         if p.get("tflops") is not None:
-            ax.plot(p["intensity"], p["tflops"], mk, markersize=8, label=f"{p['label']} (measured)")
+            ax.plot(p["intensity"], p["tflops"], mk, label=f"{p['label']} (measured)", **style)
         else:
             ax.plot(p["intensity"], bound, mk, markersize=9, markerfacecolor="none", markeredgewidth=1.8,
                     label=f"{p['label']}: at most {bound:.3g} TFLOP/s")

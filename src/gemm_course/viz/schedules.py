@@ -69,11 +69,11 @@ def tile_orders(tiles_m: int, tiles_n: int, kinds: Sequence[str] = ("row", "grou
     axes[0].set_ylabel("tile row m (panel of A)")
     if not show_numbers:
         fig.colorbar(img, ax=list(axes), location="bottom", shrink=0.6, aspect=35, label="visit order (0 first)")
-    fig.suptitle(wrap_title(f"Tile visit order over a {tiles_m} x {tiles_n} grid of output tiles", 72),
+    fig.suptitle(wrap_title(f"Tile visit order over a {tiles_m} x {tiles_n} grid of tiles", 72),
                  fontsize=TEXT_PT + 2)
     note = f" Red outline: the first wave of {wave} tiles." if wave else ""
-    what = ("Numbers: the order in which CTAs take tiles" if show_numbers else
-            "Colour: the order in which CTAs take tiles (dark first); the white line follows the path from the dot")
+    what = ("Numbers: the order in which the tiles are taken" if show_numbers else
+            "Colour: the order in which the tiles are taken (dark first); the white line follows the path from the dot")
     return set_caption(fig, f"{what} (gemm_course.tile_order).{note}", alt="Grids of tiles coloured by visit order")
 
 
