@@ -5,9 +5,11 @@ down a band of ``group`` tile-rows before moving right (Triton's GROUP_SIZE_M or
 along a whole row of tiles; the function is the course's one ``tile_order.grouped_tile``, shared
 with the Hopper step 9.
 
-Why it matters here too: cluster launch control hands out cluster indices in launch order, so the
-clusters that run at the same time hold consecutive indices, and the order decides how many A
-and B panels they read from L2 at once (``gemm_course.sim.l2_traffic`` counts them).
+Why it matters here too: if cluster launch control hands out cluster indices in launch order, as
+the course's model assumes (PTX does not promise which pending cluster a cancellation takes, and
+no B200 has run this step), the clusters that run at the same time hold consecutive indices, and
+the order decides how many A and B panels they read from L2 at once
+(``gemm_course.sim.l2_traffic`` counts them).
 
 Expected: nothing where A and B fit in L2 together (4096^3: 64 MiB of inputs, 126 MB of L2 on a
 B200); a few percent at 8192^3 and on long-K LLM shapes.

@@ -9,9 +9,9 @@ row raster's wave covers few rows but a long stretch of columns: every B panel o
 new. A band of ``group`` rows makes a wave roughly square in tiles, so the panels it touches
 are fewer and more of them are already in L2 (``gemm_course.sim.l2_traffic`` counts them).
 
-Expected: no gain where A and B fit in L2 together (4096^3: 64 MiB of inputs against 50 MiB of
-L2, mostly resident); a few percent at 8192^3 and on long-K LLM shapes, where the row raster
-streams B from DRAM over and over.
+Expected: no gain at 4096^3, where the DRAM traffic is far below what HBM delivers either way; a
+few percent at 8192^3 and on long-K LLM shapes, where the row raster streams B from DRAM over and
+over.
 
 Accepts: any M; N and K multiples of 8.
 """
