@@ -151,15 +151,19 @@ def test_the_pair_allocates_tensor_memory_after_the_cluster_wait(key):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("key,after,before", [("sm100/6", 1, 0), ("sm100/7", 2, 1), ("sm100/8", 2, 1),
-                                               ("sm100/10", 2, 1), ("sm100/11", 2, 1)])
+@pytest.mark.parametrize("key,after,before", [("sm100/2", 1, 0), ("sm100/3", 1, 0), ("sm100/4", 1, 0),
+                                               ("sm100/5", 1, 0), ("sm100/6", 1, 0), ("sm100/7", 2, 1),
+                                               ("sm100/8", 2, 1), ("sm100/10", 2, 1), ("sm100/11", 2, 1)])
 def test_accumulator_hand_offs_are_fenced(key, after, before):
     """The PTX memory model's pattern for tensor memory handed over through an mbarrier: a
-    tcgen05.fence::after_thread_sync after the wait (epilogue: accumulator full; MMA warp from
-    step 7: accumulator empty) and a ::before_thread_sync before the epilogue's release."""
+    tcgen05.fence::after_thread_sync after the wait (epilogue: accumulator full, from step 2 on;
+    MMA warp from step 7: accumulator empty), before the epilogue's first tcgen05.ld, and a
+    ::before_thread_sync before the epilogue's release."""
     ptx = compiled(key).ptx
     assert ptx.count("tcgen05.fence::after_thread_sync") == after
     assert ptx.count("tcgen05.fence::before_thread_sync") == before
+    first_load = inspect.instruction_positions(ptx, "tcgen05.ld")[0]
+    assert any(p < first_load for p in inspect.instruction_positions(ptx, "tcgen05.fence::after_thread_sync"))
     if before:  # the release fence follows the epilogue's last tcgen05.wait::ld
         last_wait = inspect.instruction_positions(ptx, "tcgen05.wait::ld")[-1]
         assert inspect.instruction_positions(ptx, "tcgen05.fence::before_thread_sync")[0] > last_wait

@@ -40,6 +40,7 @@ import enum
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
+from cutlass._mlir.dialects import nvvm
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.memory import TmemAllocator
 
@@ -55,6 +56,12 @@ class Barrier(enum.IntEnum):
 
     TMEM = 1  # the TMEM address is in shared memory / everyone is done reading TMEM
 
+
+
+def tmem_fence_after_sync():
+    """``tcgen05.fence::after_thread_sync``: tcgen05 work after a barrier wait is ordered after it
+    (the PTX memory model's pattern for an accumulator handed over through an mbarrier)."""
+    nvvm.tcgen05_fence(nvvm.Tcgen05FenceKind.AFTER_THREAD_SYNC)
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -285,6 +292,7 @@ class Gemm:
         # own wait below names that phase and no earlier one with the same parity.
         cute.arch.sync_threads()
         cute.arch.mbarrier_wait(mma_barrier, (num_k_tiles - 1) % 2)  # each thread observes the MMAs' completion
+        tmem_fence_after_sync()  # and its tcgen05.ld of the accumulator come after that observation
 
     @cute.jit
     def epilogue(self, tCtAcc: cute.Tensor, mC: cute.Tensor, tile_coord):

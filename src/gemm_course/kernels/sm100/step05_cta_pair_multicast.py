@@ -36,7 +36,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.memory import TmemAllocator
 
 from . import step04_tma_store as parent
-from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier
+from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier, tmem_fence_after_sync
 from .step04_tma_store import C_DTYPE, can_implement  # noqa: F401  (same shapes as step 4)
 
 SMEM_CAPACITY = 232448  # bytes of shared memory a CTA may have on sm_100
@@ -344,6 +344,7 @@ class Gemm(parent.Gemm):
         # 4. epilogue: each CTA stores its own 128 rows of the pair's tile
         acc_read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
         accumulator_pipeline.consumer_wait(acc_read)
+        tmem_fence_after_sync()  # the accumulator's tcgen05.ld come after the wait
         store_pipeline = self.make_store_pipeline(self.threads)
         self.epilogue_tma(tCtAcc, tma_atom_c, mC, sC, (bidx, bidy, None), store_pipeline, 0)
         if tidx == 0:

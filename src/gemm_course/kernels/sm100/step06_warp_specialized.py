@@ -9,8 +9,8 @@ Parent: step 5. Key differences:
   barriers, issues ``tcgen05.mma`` and commits each stage back; warps 0-3 (*epilogue*) wait for
   the accumulator and store it. CuTeDSL's ``PipelineTmaUmma`` (TMA -> MMA, per stage) and
   ``PipelineUmmaAsync`` (MMA -> epilogue, per accumulator) carry the barriers.
-* The epilogue must be warps 0-3 (or 4-7): warp w may read only TMEM lanes 32 * (w % 4) onwards,
-  and the accumulator's row r sits in lane r.
+* The epilogue warps must cover w % 4 = 0, 1, 2, 3 (here warps 0-3): warp w may read only TMEM
+  lanes 32 * (w % 4) to 32 * (w % 4) + 31, and the accumulator's row r sits in lane r.
 * No ``setmaxnreg``: on Hopper the consumers needed registers for the accumulator; here it lives
   in tensor memory, and the MMA warp needs almost none.
 
@@ -31,6 +31,7 @@ from cutlass._mlir.dialects import nvvm
 from cutlass.cute.nvgpu import cpasync, tcgen05
 
 from . import step05_cta_pair_multicast as parent
+from .step02_tcgen05_tma import tmem_fence_after_sync
 from .step04_tma_store import EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
 from .step05_cta_pair_multicast import SMEM_CAPACITY, smem_estimate
 
@@ -38,12 +39,6 @@ EPILOGUE_WARPS = (0, 1, 2, 3)
 MMA_WARP = 4
 TMA_WARP = 5
 TMEM_FREE_BARRIER_ID = EPI_BARRIER_ID + 1  # the epilogue warps, once they have all read tensor memory
-
-
-def tmem_fence_after_sync():
-    """``tcgen05.fence::after_thread_sync``: tcgen05 work after a barrier wait is ordered after it
-    (the PTX memory model's pattern for an accumulator handed over through an mbarrier)."""
-    nvvm.tcgen05_fence(nvvm.Tcgen05FenceKind.AFTER_THREAD_SYNC)
 
 
 def tmem_fence_before_sync():

@@ -19,9 +19,9 @@ Parent: step 4. Key differences:
   ``mma_n`` = 128 splits it into two 64 x 128 x 16, which read A twice (12 KiB per k16 step,
   20% more); chapter 11 counts, and the book's appendix measures, what that costs.
 
-Expected: the same single-stage latency chain as step 4 but with 1.67x the FLOP per byte loaded
-(2.5x per byte read from L2, with B multicast); a clear gain if step 4 is bound by the
-load-then-compute chain.
+Expected: a single stage like step 4, but with 1.67x the FLOP per byte loaded (2.5x per byte read
+from L2, with B multicast); a clear gain if step 4 is bound by its bytes. (Step 4 runs several
+CTAs per SM, which hide one another's loads; this step's registers leave room for one.)
 
 Accepts: any M; N and K multiples of 8.
 """

@@ -8,10 +8,11 @@ Parent: step 5. Key differences:
   loops over K tiles, waiting on each stage's *empty* barrier and arming its *full* barrier.
   The two *consumer* warpgroups only wait on *full* barriers, issue wgmma, and release stages.
 * Consumers keep one wgmma batch in flight (``wait_group(1)``): the stage of K tile k-1 is
-  released as soon as tile k's wgmma are issued, not after they finish.
+  released once k-1's wgmma complete, while k's run.
 * ``setmaxnreg``: the producer gives registers back (40 per thread) and the consumers take them
-  (232 per thread), so two 64 x 256 fp32 accumulators fit without spilling. This needs a register
-  cap at launch, hence ``min_blocks_per_mp=1``.
+  (232 per thread). This step's consumers fit within the launch count already; the headroom is
+  what later steps use (the epilogue's staging and the schedule's state). The split needs a
+  register cap at launch, hence ``min_blocks_per_mp=1``.
 
 Expected: with loads overlapped, the loop approaches the tensor-core rate: per K tile
 2*128*256*64 FLOP = 4.2 MFLOP at ~7.5 TFLOP/s per SM (989 / 132) is 0.56 us, against 48 KiB per
