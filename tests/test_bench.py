@@ -36,6 +36,8 @@ def test_records_round_trip_and_latest(tmp_path):
     path = bench.write_records([old, new, _record(step="sm90/2")], "t", out_dir=str(tmp_path / "nvidia-h200"))
     with open(path) as f:
         assert len(json.load(f)["records"]) == 3
+    with open(path) as f:  # one compact line per record between the header and the closing line
+        assert len(f.read().splitlines()) == 3 + 2
     recs = records.load_records(str(tmp_path))
     assert len(recs) == 3
     best = records.latest(recs, "sm90/3", 4096, 4096, 4096)

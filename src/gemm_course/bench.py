@@ -335,6 +335,12 @@ def write_records(records: list, tag: str, out_dir: Optional[str] = None) -> str
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(folder, f"{stamp}_{tag}.json")
     with open(path, "w") as f:
-        json.dump({"schema": SCHEMA, "records": records}, f, indent=1, sort_keys=True)
-        f.write("\n")
+        f.write(dump_records(records))
     return path
+
+
+def dump_records(records: list, schema: int = SCHEMA) -> str:
+    """A records file's text: one compact JSON line per record, so files stay small (the tree travels
+    to the GPU machine) and a diff still shows records one by one."""
+    lines = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in records)
+    return f'{{"schema": {schema}, "records": [\n{lines}\n]}}\n'
