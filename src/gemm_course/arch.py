@@ -242,7 +242,9 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
     """Compile ``step`` (a :class:`gemm_course.ladder.Step`) for ``target``; cached.
 
     ``operands``: real (A, B, C) CuTe tensors to compile against on a GPU; by default fake ones.
-    The cache key is (step, config, target, shape class); configs are frozen dataclasses.
+    The cache key is (step, config, target, shape class, watchdog bound); configs are frozen
+    dataclasses. With ``GEMM_COURSE_WATCHDOG`` set the build is a debug build whose mbarrier waits
+    are bounded (:mod:`gemm_course.watchdog`).
     """
     import time
 
@@ -254,11 +256,14 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
     ok, why = step.check_config(config)
     if not ok:
         raise ValueError(f"{step.key}: invalid config {config}: {why}")
-    key = (step.key, config, target, shape_class, operands is not None)
+    from . import watchdog
+
+    bound = watchdog.setting()
+    key = (step.key, config, target, shape_class, operands is not None, bound)
     with _lock:
         if key in _cache:
             return _cache[key]
-        disk = _disk_path(step, config, target, shape_class) if operands is None else None
+        disk = _disk_path(step, config, target, shape_class, bound) if operands is None else None
         if disk and os.path.exists(disk + ".json"):
             _cache[key] = _load_artifacts(disk, step.key, config, target, shape_class)
             return _cache[key]
@@ -272,7 +277,8 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
             from cuda.bindings import driver as cuda
 
             stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-        with tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp, targeting(target, tmp):
+        with tempfile.TemporaryDirectory(prefix="gemm-course-") as tmp, targeting(target, tmp), \
+                watchdog.debug_build(step.key, bound):
             t0 = time.perf_counter()
             compiled = cute.compile[cute.KeepPTX, cute.KeepCUBIN](gemm, *call_arguments(operands, stream))
             seconds = time.perf_counter() - t0
@@ -306,13 +312,13 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
-def _disk_path(step, config, target, shape_class) -> Optional[str]:
+def _disk_path(step, config, target, shape_class, bound=None) -> Optional[str]:
     import hashlib
 
     folder = os.environ.get("GEMM_COURSE_COMPILE_CACHE")
     if not folder:
         return None
-    what = repr((_source_digest(), step.key, step.module_name, config, target, shape_class, machine()))
+    what = repr((_source_digest(), step.key, step.module_name, config, target, shape_class, machine(), bound))
     return os.path.join(folder, hashlib.sha256(what.encode()).hexdigest())
 
 

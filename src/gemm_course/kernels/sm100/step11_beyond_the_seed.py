@@ -40,7 +40,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync, tcgen05
 
-from ... import schedule
+from ... import schedule, watchdog
 from . import step10_gilbert as parent
 from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE
 from .step04_tma_store import C_DTYPE, EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
@@ -205,7 +205,9 @@ class Gemm(parent.Gemm):
                     if other != part:
                         other_slot = slot - part + other
                         flag = cute.arch.load(mFlags.iterator + other_slot, cutlass.Int32, sem="acquire", scope="gpu")
+                        start = watchdog.clock()  # debug builds only: the spin is bounded
                         while flag == 0:
+                            watchdog.check(start, "the stream-K flag of a slot", other_slot)
                             flag = cute.arch.load(mFlags.iterator + other_slot, cutlass.Int32, sem="acquire", scope="gpu")
                         cute.arch.store(mFlags.iterator + other_slot, cutlass.Int32(0))  # ready for the next launch
                 cute.arch.store(mCounters.iterator + counter, cutlass.Int32(0))

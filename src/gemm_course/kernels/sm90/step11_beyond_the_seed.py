@@ -51,7 +51,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 
-from ... import placement, schedule, tile_rule
+from ... import placement, schedule, tile_rule, watchdog
 from . import step10_gilbert as parent
 from .step02_wgmma_tma import AB_DTYPE, C_DTYPE
 from .step04_tma_store import EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
@@ -267,7 +267,9 @@ class Gemm(parent.Gemm):
             slot = self.partial_slot(piece)
             if tidx == WARPGROUP:
                 flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
+                start = watchdog.clock()  # debug builds only: the spin is bounded
                 while flag == 0:
+                    watchdog.check(start, "the stream-K flag of a slot", slot)
                     flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
                 cute.arch.store(mFlags.iterator + slot, cutlass.Int32(0))  # ready for the next launch
             cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.consumer_threads)
