@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
 from typing import Optional
@@ -71,7 +72,7 @@ def enabled() -> bool:
 # what the bounded wait says: the kernel's own line that asked for the wait
 # ---------------------------------------------------------------------------------------------
 
-_GENERATED = __import__("re").compile(r"^(then_block|else_block|elif_block|loop_body|while_region|while_before|while_after|if_region)\w*_\d+$")
+_GENERATED = re.compile(r"^(then|else|elif|loop|while|if)_\w*_\d+$")  # the DSL's names for rewritten blocks
 _ROLE = {"consumer_wait": "full barrier", "producer_acquire": "empty barrier", "producer_tail": "empty barrier"}
 
 
@@ -269,7 +270,6 @@ def parse_reports(text: str) -> list:
     """The watchdog lines in a log, one per distinct barrier, with how many warps reported it:
     ``[(count, line without block/warp/thread), ...]``, most frequent first."""
     import collections
-    import re
 
     seen = collections.Counter()
     for line in text.splitlines():
