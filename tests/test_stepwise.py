@@ -1,0 +1,72 @@
+"""The per-step runner of the B200 kit: a child process per step and phase, failures named, the run goes on."""
+
+import json
+import sys
+
+import pytest
+
+from gemm_course import ladder, stepwise
+
+pytestmark = pytest.mark.fast
+
+REPORT = ("watchdog: sm100/5 timed out after 5 s waiting on mainloop_pipeline.producer_acquire(state) (empty barrier) "
+          "at step05_cta_pair_multicast.py:270 in load_k_tile, phase 1, block (0,0,0) warp 5 thread 160")
+BEHAVIOUR = {  # step -> the fake child's Python
+    "sm100/2": "print('sm100/2 128x256x72: rel. error 3.1e-03 ok')",
+    "sm100/5": f"import sys; print({REPORT!r}); print({REPORT!r}); sys.exit(1)",
+    "sm100/6": "import time; time.sleep(30)",
+    "sm100/7": "import sys; print('sm100/7 200x264x136: rel. error 9.9e-01 FAIL'); sys.exit(1)",
+}
+
+
+def fake_command(key, phase, sanitizer=None):
+    code = BEHAVIOUR[key] if phase == "debug" else "print('ok')"
+    return [sys.executable, "-c", code]
+
+
+def test_each_failure_is_named_and_the_run_goes_on(tmp_path, capsys):
+    keys = list(BEHAVIOUR)
+    rows = stepwise.run_steps(str(tmp_path), keys, limits={"debug": 3}, command=fake_command)
+    by = {r["step"]: r for r in rows}
+    assert [r["step"] for r in rows] == keys, "every step runs, whatever the one before did"
+    assert by["sm100/2"]["passed"] and by["sm100/2"]["timed"] == "ok" and by["sm100/2"]["sanitizer"] == "skipped"
+    assert by["sm100/5"]["debug"] == "FAILED" and by["sm100/5"]["timed"] == "-"
+    assert "producer_acquire(state) (empty barrier)" in by["sm100/5"]["failed"] and "2 warp reports" in by["sm100/5"]["failed"]
+    assert by["sm100/6"]["debug"] == "hung" and "no exit within 3 s" in by["sm100/6"]["failed"]
+    assert by["sm100/6"]["seconds"] < 15
+    assert "wrong result: sm100/7 200x264x136" in by["sm100/7"]["failed"]
+    saved = json.loads((tmp_path / "stepwise.json").read_text())
+    assert saved["passed"] == ["sm100/2"]
+    log = (tmp_path / "step_sm100-5_debug.log").read_text().splitlines()
+    assert sum(line.startswith("watchdog:") for line in log) == 2
+    table = stepwise.table(rows).splitlines()
+    assert table[0].split()[:4] == ["step", "debug", "timed", "sanitizer"] and len(table) == 5
+    assert "hung" in table[3]
+
+
+def test_sanitizer_phase_runs_only_when_given(tmp_path):
+    seen = []
+
+    def command(key, phase, sanitizer=None):
+        seen.append((phase, sanitizer))
+        return [sys.executable, "-c", "pass"]
+
+    stepwise.run_steps(str(tmp_path), ["sm100/2"], sanitizer="/opt/cs", command=command)
+    assert seen == [("debug", "/opt/cs"), ("timed", "/opt/cs"), ("sanitizer", "/opt/cs")]
+    cmd = stepwise.child_command("sm100/2", "sanitizer", "cs")
+    assert cmd[:3] == ["cs", "--tool", "memcheck"] and cmd[-2:] == ["--mode", "debug"]
+
+
+@pytest.mark.parametrize("key", [s.key for s in ladder.steps()])
+def test_debug_shapes_are_small_ragged_and_taken(key):
+    from gemm_course.problem import GemmProblem
+
+    step = ladder.get(key)
+    shapes = stepwise.debug_shapes(step)
+    assert len(shapes) >= 5
+    assert all(step.can_implement(GemmProblem(*s))[0] for s in shapes)
+    assert any(k % 64 for _, _, k in shapes), "a K that is not a multiple of 64"
+    if step.number >= 8:
+        assert (4096, 2048, 64) in shapes
+    if step.number == 11:
+        assert (1000, 1000, 4000) in shapes
