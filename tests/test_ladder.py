@@ -47,3 +47,58 @@ def test_knob_grid_only_yields_valid_configs():
 def test_naive_takes_any_shape():
     step = ladder.get("sm90/1")
     assert step.can_implement(GemmProblem(1, 3, 5)) == (True, "")
+
+
+# ---- config errors: the package's error, naming the step's fields -------------------------------
+
+
+def test_an_unknown_config_field_is_the_package_error():
+    from gemm_course.problem import GemmInputError
+
+    step = ladder.get("sm90/2")
+    with pytest.raises(ladder.ConfigError, match=r"sm90/2 has no config field 'warp_count'; fields: tile_m, tile_n, tile_k$"):
+        step.config(warp_count=3)
+    with pytest.raises(GemmInputError):  # and a ValueError, as parse_config's errors always were
+        step.config(warp_count=3)
+    with pytest.raises(TypeError):  # still what dataclasses.replace raised, for code that catches that
+        step.config(warp_count=3)
+    assert step.config(tile_n=128).tile_n == 128
+
+
+@pytest.mark.parametrize("item,message", [
+    ("tile_n=abc", r"^tile_n must be an integer, e.g. tile_n=256 \(got 'abc'\)$"),
+    ("tile_n=", r"^tile_n must be an integer, e.g. tile_n=256 \(got ''\)$"),
+    ("tile_n", r"^cannot read 'tile_n': write FIELD=VALUE, e.g. tile_n=256$"),
+    ("=128", r"^cannot read '=128': write FIELD=VALUE, e.g. tile_m=64$"),
+    ("warp_count=3", r"^sm90/2 has no config field 'warp_count'; fields: tile_m, tile_n, tile_k$"),
+    ("tile_n=96", r"^invalid config for sm90/2: tile_n must be 64, 128 or 256"),
+])
+def test_parse_config_errors_are_one_line_with_an_example(item, message):
+    with pytest.raises(ladder.ConfigError, match=message):
+        ladder.get("sm90/2").parse_config([item])
+
+
+def test_parse_config_reads_booleans_strictly():
+    step = ladder.get("sm90/11")
+    assert step.parse_config(["stream_k=false"]).stream_k is False
+    assert step.parse_config(["stream_k=Yes"]).stream_k is True
+    with pytest.raises(ladder.ConfigError, match=r"stream_k must be true or false, e.g. --config stream_k=true"):
+        step.parse_config(["stream_k=maybe"], option="--config")
+
+
+def test_can_implement_without_a_config_uses_the_steps_choice(monkeypatch):
+    step = ladder.get("sm90/11")
+    mod = step.load()
+    refused = dataclasses.replace(mod.Config(), epi_n=48)  # what check_config refuses
+    assert not step.check_config(refused)[0]
+    monkeypatch.setattr(mod, "config_for", lambda problem: refused)
+    problem = GemmProblem(4096, 4096, 4096)
+    assert step.can_implement(problem, step.default) == (True, "")
+    assert step.can_implement(problem) == step.check_config(refused)  # config_for's config was asked
+
+
+def test_a_boolean_without_a_value_gets_an_example_it_reads():
+    step = ladder.get("sm90/11")
+    with pytest.raises(ladder.ConfigError, match=r"^cannot read 'stream_k': write FIELD=VALUE, e.g. stream_k=true$"):
+        step.parse_config(["stream_k"])
+    assert step.parse_config(["stream_k=true"]).stream_k is True  # the example is accepted

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gemm_course import ladder
-from gemm_course.problem import GemmInputError, GemmProblem, reference, relative_error, validate
+from gemm_course.problem import GemmInputError, GemmProblem, reference, relative_error, shape_rules, validate
 
 pytestmark = pytest.mark.fast
 
@@ -79,6 +79,32 @@ def test_empty_matrix():
 def test_empty_problem_object():
     with pytest.raises(GemmInputError, match="empty matrix"):
         GemmProblem(0, 16, 16)
+
+
+def test_empty_k_is_refused_before_the_strides():
+    a, b = torch.empty(128, 0, dtype=BF), torch.empty(256, 0, dtype=BF)
+    expect(r"empty matrix: K = 0", a, b, torch.empty(128, 256, dtype=BF))
+
+
+def test_shape_rules_are_the_ones_validate_and_the_problem_apply():
+    assert shape_rules(128, 256, 64) == [] and shape_rules(3, 5, 7, need_tma=False) == []
+    (why,) = shape_rules(128, 4095, 64)
+    assert why.startswith("N = 4095 is not a multiple of 8") and "every row of C" in why and "Pad N up to 4096" in why
+    assert len(shape_rules(128, 4095, 63)) == 2  # K and N
+    with pytest.raises(GemmInputError) as e:
+        GemmProblem(16, 0, 16)
+    assert str(e.value) == shape_rules(16, 0, 16)[0]  # one message for the empty rule
+    assert shape_rules(16, 16.0, 16) == ["N must be an int, got 16.0"]
+    assert shape_rules(True, 8, 8) == ["M must be an int, got True"]
+    a, b, c = ok_operands(n=4095)
+    with pytest.raises(GemmInputError) as e:
+        validate(a, b, c, device_type="cpu")
+    assert str(e.value) == shape_rules(128, 4095, 64)[0]
+
+
+def test_n_not_multiple_of_8_is_refused_without_an_output_too():
+    a, b, _ = ok_operands(n=250)
+    expect(r"N = 250 is not a multiple of 8", a, b, None)
 
 
 def test_column_major_a():

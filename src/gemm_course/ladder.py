@@ -5,7 +5,7 @@ Notebooks, tests, the CLI and the benchmarks look kernels up here and nowhere el
     from gemm_course.ladder import ladder
     step = ladder["sm90"][3]          # Hopper, step 3 (128-byte swizzle)
     step.default                      # its default Config (a frozen dataclass)
-    step.can_implement(problem)       # (ok, reason) before any launch
+    step.can_implement(problem)       # (ok, reason) before any allocation or launch
 
 Each step module (``gemm_course/kernels/...``) provides ``Config``, ``check_config(config)``,
 ``can_implement(problem, config)`` and ``Gemm(config)`` whose ``@cute.jit __call__(a, b, c,
@@ -21,7 +21,7 @@ import itertools
 from typing import Iterator, Optional
 
 from .arch import ARCH_TARGET
-from .problem import GemmInputError
+from .problem import GemmInputError, GemmProblem, shape_rules
 
 ARCH_NAMES = {"sm100": "Blackwell sm_100a", "sm90": "Hopper sm_90a"}
 
@@ -31,6 +31,16 @@ class UnknownStep(GemmInputError, KeyError):
 
     def __str__(self):
         return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(GemmInputError, TypeError):
+    """A config a step refuses: an unknown field, a value of the wrong type, or one ``check_config``
+    refuses (a ``GemmInputError``, so a ``ValueError``; and a ``TypeError``, which is what
+    ``dataclasses.replace`` raises for an unknown field and what older callers catch)."""
+
+
+# the words a true/false Config field takes in FIELD=VALUE
+_BOOL_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,33 +71,65 @@ class Step:
     def default(self):
         return self.load().Config()
 
+    def config_fields(self) -> list:
+        """The names of the step's Config fields, in order."""
+        return [f.name for f in dataclasses.fields(self.default)]
+
     def config(self, **changes):
+        """The default Config with ``changes``; :class:`ConfigError` for a field it does not have."""
+        fields = self.config_fields()
+        unknown = [name for name in changes if name not in fields]
+        if unknown:
+            raise ConfigError(
+                f"{self.key} has no config field {', '.join(map(repr, unknown))}; fields: {', '.join(fields)}"
+            )
         return dataclasses.replace(self.default, **changes)
 
-    def parse_config(self, items) -> object:
+    def parse_config(self, items, option: str = "") -> object:
         """``["tile_n=128", "stages=4"]`` -> the default Config with those fields changed (values
-        typed like the defaults; a tuple as ``2x1`` or ``2,1``). ValueError for an unknown field
-        or a config ``check_config`` refuses."""
+        typed like the defaults: an int, true/false, a tuple as ``2x1`` or ``2,1``). One-line
+        :class:`ConfigError` for an item that is not FIELD=VALUE, an unknown field, a value that does
+        not read as the field's type, or a config ``check_config`` refuses. ``option``: the command
+        line's flag (``--config``), written before the examples in the messages."""
         changes = {}
-        fields = [f.name for f in dataclasses.fields(self.default)]
+        fields = self.config_fields()
+        flag = f"{option} " if option else ""
         for item in items or []:
-            name, _, value = item.partition("=")
+            name, eq, value = item.partition("=")
+            if not eq or not name:
+                example = self._example(name if name in fields else fields[0])
+                raise ConfigError(f"cannot read {item!r}: write FIELD=VALUE, e.g. {flag}{example}")
             if name not in fields:
-                raise ValueError(f"{self.key} has no config field {name!r}; fields: {', '.join(fields)}")
-            default = getattr(self.default, name)
-            if isinstance(default, tuple):
-                changes[name] = tuple(int(v) for v in value.replace("x", ",").split(","))
-            elif isinstance(default, bool):
-                changes[name] = value.lower() in ("1", "true", "yes")
-            elif isinstance(default, int):
-                changes[name] = int(value)
-            else:
-                changes[name] = value
+                raise ConfigError(f"{self.key} has no config field {name!r}; fields: {', '.join(fields)}")
+            changes[name] = self._read_value(name, value.strip(), flag)
         config = self.config(**changes)
         ok, why = self.check_config(config)
         if not ok:
-            raise ValueError(f"invalid config for {self.key}: {why}")
+            raise ConfigError(f"invalid config for {self.key}: {why}")
         return config
+
+    def _example(self, name: str) -> str:
+        """``FIELD=VALUE`` for the field ``name`` with its default value, written as parse_config reads it."""
+        default = getattr(self.default, name)
+        if isinstance(default, tuple):
+            return f"{name}={'x'.join(map(str, default))}"
+        return f"{name}={str(default).lower() if isinstance(default, bool) else default}"
+
+    def _read_value(self, name: str, text: str, flag: str):
+        """``text`` as the type of the default's field ``name``; a ConfigError with the default as example."""
+        default = getattr(self.default, name)
+        try:
+            if isinstance(default, tuple):
+                return tuple(int(v) for v in text.replace("x", ",").split(","))
+            if isinstance(default, bool):  # before int: a bool is an int
+                return _BOOL_WORDS[text.lower()]
+            if isinstance(default, int):
+                return int(text)
+        except (ValueError, KeyError):
+            kind = ("integers joined by x" if isinstance(default, tuple)
+                    else "true or false" if isinstance(default, bool) else "an integer")
+            raise ConfigError(f"{name} must be {kind}, e.g. {flag}{self._example(name)} (got {text!r})") from None
+        return text
 
     def check_config(self, config) -> tuple:
         mod = self.load()
@@ -102,7 +144,21 @@ class Step:
         return choose(problem) if choose else self.default
 
     def can_implement(self, problem, config=None) -> tuple:
-        config = self.default if config is None else config
+        """``(True, "")`` when :func:`gemm_course.run.prepare` accepts well-formed operands of this
+        shape with ``config``, else ``(False, why)``; nothing is allocated or compiled.
+
+        ``problem``: a :class:`GemmProblem` or an ``(m, n, k)`` tuple (which may hold what a
+        GemmProblem refuses, e.g. a zero). The checks, in ``prepare``'s order: the shape rules
+        (:func:`gemm_course.problem.shape_rules`; the TMA alignment rule unless the step is
+        ``any_shape``), the config (``check_config``), the step's own limits (its module's
+        ``can_implement``). Without a ``config``, the one ``prepare`` would pick (``config_for``).
+        """
+        m, n, k = (problem.m, problem.n, problem.k) if isinstance(problem, GemmProblem) else problem
+        broken = shape_rules(m, n, k, need_tma=not self.any_shape)
+        if broken:
+            return False, broken[0]
+        problem = GemmProblem(m, n, k) if not isinstance(problem, GemmProblem) else problem
+        config = self.config_for(problem) if config is None else config
         ok, why = self.check_config(config)
         if not ok:
             return ok, why

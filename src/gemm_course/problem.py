@@ -41,14 +41,9 @@ class GemmProblem:
 
     def __post_init__(self):
         for name in ("m", "n", "k"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise GemmInputError(f"{name.upper()} must be an int, got {v!r}")
-            if v <= 0:
-                raise GemmInputError(
-                    f"empty matrix: {name.upper()} = {v}. Every dimension must be at least 1; "
-                    "a GEMM with an empty dimension has nothing to compute (or is all zeros)."
-                )
+            why = _dimension_rule(name, getattr(self, name))
+            if why:
+                raise GemmInputError(why)
 
     @property
     def flops(self) -> int:
@@ -84,6 +79,47 @@ class GemmProblem:
         if len(dims) != 3:
             raise GemmInputError(f"cannot read shape {text!r}: write M or MxNxK")
         return cls(*dims)
+
+
+# ---------------------------------------------------------------------------------------------
+# shape rules: the one list validate() and Step.can_implement both apply
+# ---------------------------------------------------------------------------------------------
+
+
+def _dimension_rule(name: str, v) -> str:
+    """Why one of M, N, K (``name`` 'm', 'n' or 'k') cannot be a GEMM dimension, or ''."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        return f"{name.upper()} must be an int, got {v!r}"
+    if v <= 0:
+        return (
+            f"empty matrix: {name.upper()} = {v}. Every dimension must be at least 1; "
+            "a GEMM with an empty dimension has nothing to compute (or is all zeros)."
+        )
+    return ""
+
+
+def shape_rules(m, n, k, *, need_tma: bool = True) -> list:
+    """The rules an M x N x K problem breaks, as messages that say what to do ([] when none).
+
+    Every dimension an int >= 1; small enough for 32-bit tile coordinates; and with ``need_tma``
+    (steps 2+) K and N multiples of 8, since TMA needs each row of A and B (K elements) and of C
+    (N elements) to start on a 16-byte boundary. :func:`validate` raises the first of these and
+    ``Step.can_implement`` returns it, so a shape one accepts the other does too.
+    """
+    bad = [why for why in (_dimension_rule(name, v) for name, v in (("m", m), ("n", n), ("k", k))) if why]
+    if bad:
+        return bad  # the other rules need positive ints
+    if max(m, n, k) >= 2**31 or m * k >= 2**31 * 8 or n * k >= 2**31 * 8:
+        bad.append(f"problem {m}x{n}x{k} is too large for 32-bit tile coordinates; split it.")
+    if need_tma:
+        for ld_name, ld, rows in (("K", k, "A and B"), ("N", n, "C")):
+            if ld % ELEMS_PER_16B:
+                bad.append(
+                    f"{ld_name} = {ld} is not a multiple of {ELEMS_PER_16B}: TMA needs every row of {rows} to start "
+                    f"on a 16-byte boundary. Pad {ld_name} up to {math.ceil(ld / ELEMS_PER_16B) * ELEMS_PER_16B} "
+                    "with zeros, or use step 1 (naive), which has no alignment rule."
+                )
+    return bad
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,8 +187,6 @@ def _check_operand(name: str, t, device_type: str, rows_name: str, cols_name: st
     if t.device.type != device_type:
         hint = f"{name.lower()}.cuda()" if device_type == "cuda" else f"{name.lower()}.to('{device_type}')"
         raise GemmInputError(f"{name} is on {t.device}, the kernel runs on {device_type}: move it with {hint}.")
-    if t.numel() == 0:
-        raise GemmInputError(f"empty matrix: {name} has shape {tuple(t.shape)}; every dimension must be at least 1.")
 
 
 def _check_k_major(name: str, t, major_word: str):
@@ -174,8 +208,10 @@ def _check_k_major(name: str, t, major_word: str):
 def validate(a, b, c=None, *, need_tma: bool = True, device_type: str = "cuda") -> GemmProblem:
     """Check operands for ``C = A @ B.T`` and return the problem; raise :class:`GemmInputError`.
 
-    ``need_tma``: TMA (steps 2+) needs 16-byte aligned base pointers and leading dimensions,
-    i.e. K and N multiples of 8 for bf16. The naive step 1 does not.
+    In order: each tensor's type, rank, dtype and device, and agreeing shapes; the problem's
+    :func:`shape_rules` (with ``need_tma``: K and N multiples of 8, with or without a C); K-major
+    strides, no aliasing, C not requiring grad; with ``need_tma``, 16-byte aligned base pointers.
+    The naive step 1 passes ``need_tma=False``.
     ``device_type``: where the kernel runs ('cuda'); tests of the other rules may pass 'cpu'.
     """
     _check_operand("A", a, device_type, "M", "K")
@@ -188,8 +224,6 @@ def validate(a, b, c=None, *, need_tma: bool = True, device_type: str = "cuda") 
             "B must be given as (N, K), i.e. the transpose of the math-B; if you hold a (K, N) matrix, "
             "pass b.t().contiguous()."
         )
-    _check_k_major("A", a, "K")
-    _check_k_major("B", b, "K")
     m, k = a.shape
     n = b.shape[0]
     if c is not None:
@@ -198,27 +232,23 @@ def validate(a, b, c=None, *, need_tma: bool = True, device_type: str = "cuda") 
             raise GemmInputError(f"C is on {c.device} but A is on {a.device}: put all three on the same GPU.")
         if tuple(c.shape) != (m, n):
             raise GemmInputError(f"C has shape {tuple(c.shape)}, expected (M, N) = ({m}, {n}).")
+    broken = shape_rules(m, n, k, need_tma=need_tma)  # before the strides: an empty matrix has odd ones
+    if broken:
+        raise GemmInputError(broken[0])
+    _check_k_major("A", a, "K")
+    _check_k_major("B", b, "K")
+    if c is not None:
         _check_k_major("C", c, "N")
         if c.data_ptr() in (a.data_ptr(), b.data_ptr()):
             raise GemmInputError("C shares memory with an input: allocate a separate output tensor.")
-    if max(m, n, k) >= 2**31 or m * k >= 2**31 * 8 or n * k >= 2**31 * 8:
-        raise GemmInputError(f"problem {m}x{n}x{k} is too large for 32-bit tile coordinates; split it.")
-    if c is not None and c.requires_grad:
-        raise GemmInputError(
-            "C requires grad, but the kernel writes it in place outside autograd: pass an output from "
-            "torch.empty(...) (or c.detach()); A and B may require grad, they are read detached."
-        )
+        if c.requires_grad:
+            raise GemmInputError(
+                "C requires grad, but the kernel writes it in place outside autograd: pass an output from "
+                "torch.empty(...) (or c.detach()); A and B may require grad, they are read detached."
+            )
     if need_tma:
-        for name, t, ld_name, ld in (("A", a, "K", k), ("B", b, "K", k), ("C", c, "N", n)):
-            if t is None:
-                continue
-            if ld % ELEMS_PER_16B:
-                raise GemmInputError(
-                    f"{ld_name} = {ld} is not a multiple of {ELEMS_PER_16B}: TMA needs every row of {name} to start "
-                    f"on a 16-byte boundary. Pad {ld_name} up to {math.ceil(ld / ELEMS_PER_16B) * ELEMS_PER_16B} "
-                    "with zeros, or use step 1 (naive), which has no alignment rule."
-                )
-            if t.data_ptr() % TMA_ALIGN_BYTES:
+        for name, t in (("A", a), ("B", b), ("C", c)):
+            if t is not None and t.data_ptr() % TMA_ALIGN_BYTES:
                 raise GemmInputError(
                     f"{name}'s data pointer is not 16-byte aligned (it is a view at an odd offset); "
                     f"pass {name.lower()}.clone() to get a fresh, aligned allocation."

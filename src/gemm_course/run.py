@@ -55,19 +55,30 @@ class Launcher:
         self.artifacts.compiled(*arch.call_arguments(self.operands, self.stream))
 
 
+def validate_operands(step, a, b, c, config=None, *, device_type: str = "cuda") -> tuple:
+    """The checks :func:`prepare` makes before it allocates or compiles anything, without a GPU:
+    ``(problem, config)``, or a :class:`GemmInputError`. The operands (:func:`validate`, with the TMA
+    rules unless the step is ``any_shape``), then ``step.can_implement`` for the config. Without a
+    ``config``, the step's choice for this shape (``Step.config_for``). ``device_type``: where the
+    operands must be ('cuda'; tests pass 'cpu')."""
+    step = ladder.get(step)
+    problem = validate(a, b, c, need_tma=not step.any_shape, device_type=device_type)
+    config = step.config_for(problem) if config is None else config
+    ok, why = step.can_implement(problem, config)
+    if not ok:
+        raise GemmInputError(f"{step.key} cannot compute {problem.label}: {why}")
+    return problem, config
+
+
 def prepare(step, a, b, c, config=None) -> Launcher:
-    """Validate (before any launch), compile for this GPU (cached) and bind the operands. Without a
-    ``config``, the step's choice for this shape (``Step.config_for``)."""
+    """Validate (:func:`validate_operands`, before any launch), compile for this GPU (cached) and
+    bind the operands. Without a ``config``, the step's choice for this shape (``Step.config_for``)."""
     import torch
     from cuda.bindings import driver as cuda
 
     step = ladder.get(step)
     target = require_gpu_for(step)
-    problem = validate(a, b, c, need_tma=not step.any_shape)
-    config = step.config_for(problem) if config is None else config
-    ok, why = step.can_implement(problem, config)
-    if not ok:
-        raise GemmInputError(f"{step.key} cannot compute {problem.label}: {why}")
+    problem, config = validate_operands(step, a, b, c, config)
     a, b = a.detach(), b.detach()  # the kernels are not differentiable; DLPack refuses tensors that require grad
     wrap = arch.runtime_operands_any if step.any_shape else arch.runtime_operands
     workspace = tuple(
