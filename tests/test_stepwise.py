@@ -35,8 +35,11 @@ def test_each_failure_is_named_and_the_run_goes_on(tmp_path, capsys):
     assert by["sm100/6"]["debug"] == "hung" and "no exit within 3 s" in by["sm100/6"]["failed"]
     assert by["sm100/6"]["seconds"] < 15
     assert "wrong result: sm100/7 200x264x136" in by["sm100/7"]["failed"]
-    saved = json.loads((tmp_path / "stepwise.json").read_text())
+    capsys.readouterr()
+    saved = json.loads((tmp_path / "stepwise" / "summary.json").read_text())
     assert saved["passed"] == ["sm100/2"]
+    assert stepwise.main(["passed", str(tmp_path)]) == 0 and capsys.readouterr().out.strip() == "sm100/2"
+    assert stepwise.main(["table", str(tmp_path)]) == 0 and "producer_acquire" in capsys.readouterr().out
     log = (tmp_path / "step_sm100-5_debug.log").read_text().splitlines()
     assert sum(line.startswith("watchdog:") for line in log) == 2
     table = stepwise.table(rows).splitlines()

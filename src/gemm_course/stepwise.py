@@ -1,9 +1,11 @@
 """One process per step: check each step of a ladder in a debug build, then as timed, each in a child
 process with a time limit, so that a step that hangs or traps is reported and the run goes on.
 
-    python -m gemm_course.stepwise run OUT sm100/1 sm100/2 ...   # the table last; OUT/stepwise.json
+    python -m gemm_course.stepwise run OUT sm100/1 sm100/2 ...   # the table last
     python -m gemm_course.stepwise run OUT --arch sm90            # every step of an architecture
     python -m gemm_course.stepwise check sm100/5 --mode debug     # one child (what `run` starts)
+    python -m gemm_course.stepwise table OUT                      # the table of the last run
+    python -m gemm_course.stepwise passed OUT                     # the steps that passed, one line
 
 Per step, in order, each phase only if the one before passed:
 
@@ -15,8 +17,8 @@ Per step, in order, each phase only if the one before passed:
 
 A child that exits non-zero, prints a wrong result or outlives its limit fails its step; its log is
 kept as ``OUT/step_<arch>-<n>_<phase>.log`` and the table names the first watchdog report, the
-first wrong shape or the time-out. ``OUT/stepwise.json`` lists the steps that passed, which is what
-the B200 kit times.
+first wrong shape or the time-out. ``OUT/stepwise/summary.json`` keeps the table's rows and the
+steps that passed, which are what the B200 kit times.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def run_phase(cmd: list, limit: float, log_path: str) -> tuple:
 
 def run_steps(out: str, keys: list, sanitizer: Optional[str] = None, limits: Optional[dict] = None,
               command: Callable = child_command) -> list:
-    """Every phase of every step in ``keys``, a child each; rows of the table (and OUT/stepwise.json)."""
+    """Every phase of every step in ``keys``, a child each; rows of the table (and OUT/stepwise/summary.json)."""
     limits = {**LIMITS_S, **(limits or {})}
     os.makedirs(out, exist_ok=True)
     rows = []
@@ -154,9 +156,19 @@ def run_steps(out: str, keys: list, sanitizer: Optional[str] = None, limits: Opt
                 break
         row["passed"] = not row["failed"]
         rows.append(row)
-    with open(os.path.join(out, "stepwise.json"), "w") as f:
+    os.makedirs(os.path.join(out, "stepwise"), exist_ok=True)
+    with open(summary_path(out), "w") as f:
         json.dump({"rows": rows, "passed": [r["step"] for r in rows if r["passed"]]}, f, indent=1)
     return rows
+
+
+def summary_path(out: str) -> str:
+    return os.path.join(out, "stepwise", "summary.json")
+
+
+def load_summary(out: str) -> dict:
+    with open(summary_path(out)) as f:
+        return json.load(f)
 
 
 def table(rows: list) -> str:
@@ -177,9 +189,15 @@ def main(argv=None) -> int:
     c = sub.add_parser("check", help="one child: check a step on its phase's shapes")
     c.add_argument("step", help="step key, e.g. sm100/5")
     c.add_argument("--mode", choices=("debug", "timed"), default="debug", help="debug: a watchdog build on small shapes")
+    for name, what in (("table", "the table of the run in OUT"), ("passed", "the steps of the run in OUT that passed")):
+        sub.add_parser(name, help=what).add_argument("out", help="the folder a `run` wrote")
     args = p.parse_args(argv)
     if args.command == "check":
         return check(args.step, args.mode)
+    if args.command in ("table", "passed"):
+        summary = load_summary(args.out)
+        print(table(summary["rows"]) if args.command == "table" else " ".join(summary["passed"]))
+        return 0
     from . import ladder
 
     keys = args.steps or [s.key for s in ladder.steps(args.arch)] if (args.steps or args.arch) else None
