@@ -2,7 +2,7 @@
 
 import pytest
 
-from gemm_course import arch, cli
+from gemm_course import arch, cli, ladder
 
 
 @pytest.mark.fast
@@ -10,8 +10,8 @@ def test_doctor_lists_every_step(capsys):
     assert cli.main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "nvdisasm" in out and "cuobjdump" in out
-    for key in ("sm90/1", "sm90/10", "sm100/2", "sm100/3"):
-        assert key in out
+    for s in ladder.steps():  # each step's key and its whole title, on one line
+        assert any(line.startswith(f"{s.key} ") and line.endswith(f" {s.title}") for line in out.splitlines()), s.key
 
 
 @pytest.mark.fast
@@ -39,16 +39,72 @@ def test_inspect_with_a_config(capsys):
     assert "tile_n=128" in capsys.readouterr().out
 
 
-@pytest.mark.fast
-def test_invalid_config_is_refused():
-    with pytest.raises(SystemExit, match="tile_n must be 64, 128 or 256"):
-        cli.main(["inspect", "sm90/2", "--config", "tile_n=96"])
+def one_error_line(capsys, argv) -> str:
+    """Run the CLI in-process: exit code 2, one line on stderr, nothing on stdout, no traceback or
+    ANSI escape; returns that line."""
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert out == "" and "Traceback" not in err and "\x1b" not in err
+    return lines[0]
 
 
 @pytest.mark.fast
-def test_unknown_field_is_refused():
-    with pytest.raises(SystemExit, match="no config field 'tiles'"):
-        cli.main(["inspect", "sm90/2", "--config", "tiles=2"])
+def test_invalid_config_is_refused(capsys):
+    assert "tile_n must be 64, 128 or 256" in one_error_line(capsys, ["inspect", "sm90/2", "--config", "tile_n=96"])
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("command", [["inspect", "sm90/2"], ["check", "sm90/2"], ["bench", "sm90/2"]])
+def test_unknown_field_is_refused_with_the_fields(capsys, command):
+    line = one_error_line(capsys, command + ["--config", "warp_count=3"])
+    assert line == "error: sm90/2 has no config field 'warp_count'; fields: tile_m, tile_n, tile_k"
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("item,expected", [
+    ("tile_n=abc", "error: tile_n must be an integer, e.g. --config tile_n=256 (got 'abc')"),
+    ("tile_n", "error: cannot read 'tile_n': write FIELD=VALUE, e.g. --config tile_n=256"),
+])
+@pytest.mark.parametrize("command", [["inspect", "sm90/2"], ["check", "sm90/2"], ["bench", "sm90/2"]])
+def test_a_bad_value_is_one_line_with_an_example(capsys, command, item, expected):
+    assert one_error_line(capsys, command + ["--config", item]) == expected
+
+
+@pytest.mark.fast
+def test_a_bad_boolean_is_one_line_with_an_example(capsys):
+    line = one_error_line(capsys, ["inspect", "sm90/11", "--config", "stream_k=maybe"])
+    assert line == "error: stream_k must be true or false, e.g. --config stream_k=true (got 'maybe')"
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("step,target,twin", [("sm100/5", "sm_90a", "sm90/5"), ("sm90/3", "sm_100a", "sm100/3")])
+def test_inspect_for_the_other_architecture_is_refused_up_front(capsys, step, target, twin):
+    # fast: it must be refused before anything compiles (conftest refuses compiling in fast tests)
+    line = one_error_line(capsys, ["inspect", step, "--arch", target])
+    built_for = ladder.ARCH_NAMES[ladder.get(step).arch]
+    assert line == f"error: {step} is built for {built_for}, not {target}: use its twin, gemm-course inspect {twin}; " \
+                   "or leave out --arch"
+
+
+@pytest.mark.fast
+def test_inspect_refuses_an_unknown_target(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["inspect", "sm90/2", "--arch", "sm_80"])
+    assert e.value.code == 2 and "invalid choice: 'sm_80'" in capsys.readouterr().err
+
+
+@pytest.mark.fast
+def test_errors_from_the_command_line_have_no_traceback_or_colour():
+    import subprocess
+    import sys
+
+    for argv in (["inspect", "sm100/5", "--arch", "sm_90a"], ["inspect", "sm90/2", "--config", "tile_n=abc"]):
+        out = subprocess.run([sys.executable, "-m", "gemm_course", *argv], capture_output=True, text=True)
+        assert out.returncode == 2, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("error: "), out.stderr
+        assert "\x1b" not in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.fast
@@ -106,3 +162,21 @@ def test_piping_into_head_ends_quietly(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
     assert out.stdout.startswith("sm90/1")
+
+
+@pytest.mark.fast
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    helped = {a.dest: a.help for a in sub._choices_actions}
+    missing = []
+    for name, command in sub.choices.items():
+        if not helped.get(name):
+            missing.append(name)
+        for action in command._actions:
+            if not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert not missing, f"without --help text: {', '.join(missing)}"
+    assert len(sub.choices) == 7  # doctor, list, inspect, source, diff, check, bench: the walk saw them all

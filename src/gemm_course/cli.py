@@ -9,15 +9,21 @@ import sys
 import time
 
 from . import arch, ladder
+from .problem import GemmInputError
 
 
 def _parse_config(step, items):
     """``tile_n=128 stages=4`` -> the step's Config with those fields changed (``Step.parse_config``),
-    or the command's one-line error."""
+    or exit with its one-line error (for scripts; the subcommands let :func:`main` report it)."""
     try:
         return step.parse_config(items)
     except ValueError as e:
         raise SystemExit(str(e)) from None
+
+
+def _config(step, items):
+    """The ``--config`` items as the step's Config; a ``ConfigError`` (exit 2 in :func:`main`) if refused."""
+    return step.parse_config(items, option="--config")
 
 
 def _shapes(texts):
@@ -72,13 +78,13 @@ def cmd_doctor(args):
     if gap:
         print(f"WARNING     {gap}")
     print()
-    print(f"{'step':<9} {'title':<58} {'here'}")
+    print(f"{'step':<9} {'here':<22} title")
     for s in ladder.steps():
         if m.target and (s.any_shape or s.target == m.target):
             where = "compile + run"
         else:
             where = f"compile only ({s.target})"
-        print(f"{s.key:<9} {s.title[:58]:<58} {where}")
+        print(f"{s.key:<9} {where:<22} {s.title}")  # the title last and whole
     return 0
 
 
@@ -98,7 +104,14 @@ def cmd_inspect(args):
     from . import inspect as insp
 
     step = ladder.get(args.step)
-    config = _parse_config(step, args.config)
+    config = _config(step, args.config)
+    if args.arch and not step.any_shape and args.arch != step.target:
+        # refused here: the compiler's own error for a foreign target is a page of ANSI-coloured MLIR
+        twin = ladder.ladder.get(arch.TARGET_ARCH[args.arch], {}).get(step.number)
+        use = f"use its twin, gemm-course inspect {twin.key}" if twin else f"{args.arch} has no step {step.number}"
+        raise GemmInputError(
+            f"{step.key} is built for {ladder.ARCH_NAMES[step.arch]}, not {args.arch}: {use}; or leave out --arch"
+        )
     targets = [args.arch] if args.arch else [step.target] if not step.any_shape else ["sm_100a", "sm_90a"]
     for target in targets:
         art = arch.compile_step(step, config, target)
@@ -117,7 +130,7 @@ def cmd_check(args):
     from . import run
 
     step = ladder.get(args.step)
-    config = _parse_config(step, args.config) if args.config else None  # None: the step's choice per shape
+    config = _config(step, args.config) if args.config else None  # None: the step's choice per shape
     shapes = _shapes(args.shapes) if args.shapes else None
     run.require_gpu_for(step)
     shapes = shapes or run.shapes_for(step, config, count=args.count)
@@ -134,6 +147,8 @@ def cmd_bench(args):
     from .problem import GemmProblem
 
     steps = [ladder.get(s) for s in args.steps]
+    # None: the step's choice per shape. Read before the GPU check, so a typo is refused anywhere
+    configs = {step.key: _config(step, args.config) if args.config else None for step in steps}
     shapes = _shapes(args.shapes)
     for step in steps:
         run.require_gpu_for(step)
@@ -147,7 +162,7 @@ def cmd_bench(args):
     jobs = [(s, sh) for s in steps for sh in shapes]
     t0 = time.time()
     for i, (step, shape) in enumerate(jobs, 1):
-        config = _parse_config(step, args.config) if args.config else None  # None: the step's choice per shape
+        config = configs[step.key]
         problem = GemmProblem(*shape)
         ok, why = step.can_implement(problem, config)
         if not ok:
@@ -207,51 +222,58 @@ def build_parser():
                "validates and times the Blackwell ladder and writes the records the book reads.")
     sub = p.add_subparsers(dest="command", required=True)
 
+    step_help = "e.g. sm90/3, sm100/2, or 3 (Hopper)"
+    config_help = "config fields to change, e.g. tile_n=128 (default: the step's config"
     d = sub.add_parser("doctor", help="machine, versions, and which steps run or only compile here")
     d.set_defaults(fn=cmd_doctor)
 
     ls = sub.add_parser("list", help="the ladder")
-    ls.add_argument("--arch", choices=["sm90", "sm100"])
+    ls.add_argument("--arch", choices=["sm90", "sm100"], help="only this architecture's steps (default: both)")
     ls.set_defaults(fn=cmd_list)
 
     i = sub.add_parser("inspect", help="compile a step (no GPU needed) and show resources and instruction mix")
-    i.add_argument("step", help="e.g. sm90/3, sm100/2, or 3 (Hopper)")
-    i.add_argument("--arch", help="sm_100a or sm_90a (default: the step's own)")
-    i.add_argument("--config", nargs="*", metavar="FIELD=VALUE")
+    i.add_argument("step", help=step_help)
+    i.add_argument("--arch", choices=list(arch.TARGETS),
+                   help="the target to compile for: the step's own (the default), or either for step 1 "
+                        "(default there: both)")
+    i.add_argument("--config", nargs="*", metavar="FIELD=VALUE", help=config_help + ")")
     i.add_argument("--sass", action="store_true", help="print the SASS listing")
     i.add_argument("--ptx", action="store_true", help="print the PTX")
     i.set_defaults(fn=cmd_inspect)
 
     s = sub.add_parser("source", help="a step as one listing: every config field and method, inheritance resolved")
-    s.add_argument("step")
+    s.add_argument("step", help=step_help)
     s.set_defaults(fn=cmd_source)
 
     df = sub.add_parser("diff", help="what a step changes against its parent (flattened, code only)")
-    df.add_argument("step")
-    df.add_argument("--context", type=int, default=3)
+    df.add_argument("step", help=step_help)
+    df.add_argument("--context", type=int, default=3, help="lines of context around each change (3)")
     df.set_defaults(fn=cmd_diff)
 
+    shapes_help = "M (square) or MxNxK, e.g. 4096 8192x4096x14336"
     c = sub.add_parser("check", help="GPU: correctness on random shapes with poisoned outputs")
-    c.add_argument("step")
-    c.add_argument("--shapes", nargs="*", help="e.g. 4096 8192x4096x14336 (default: random shapes the step claims)")
-    c.add_argument("--count", type=int, default=8)
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("step", help=step_help)
+    c.add_argument("--shapes", nargs="*", help=shapes_help + " (default: random shapes the step claims)")
+    c.add_argument("--count", type=int, default=8,
+                   help="random shapes drawn besides the fixed ones, without --shapes (8)")
+    c.add_argument("--seed", type=int, default=0, help="seed of the random inputs; shape i uses SEED + i (0)")
     c.add_argument("--config", nargs="*", metavar="FIELD=VALUE",
-                   help="config fields to change (default: the step's config; sm90/11 picks its tile per shape)")
+                   help=config_help + "; sm90/11 picks its tile per shape)")
     c.set_defaults(fn=cmd_check)
 
     b = sub.add_parser("bench", help="GPU: time steps against cuBLAS (interleaved) and write records")
-    b.add_argument("steps", nargs="+")
-    b.add_argument("--shapes", nargs="+", default=["4096", "8192"])
+    b.add_argument("steps", nargs="+", metavar="step", help="steps to time, " + step_help)
+    b.add_argument("--shapes", nargs="+", default=["4096", "8192"], help=shapes_help + " (default: 4096 8192)")
     b.add_argument("--config", nargs="*", metavar="FIELD=VALUE",
-                   help="config fields to change (default: the step's config; sm90/11 picks its tile per shape)")
-    b.add_argument("--warmup", type=int, default=10)
-    b.add_argument("--repeats", type=int, default=100)
-    b.add_argument("--rounds", type=int, default=5)
+                   help=config_help + "; sm90/11 picks its tile per shape)")
+    b.add_argument("--warmup", type=int, default=10, help="untimed launches of each kernel first (10)")
+    b.add_argument("--repeats", type=int, default=100, help="timed launches of each kernel per round (100)")
+    b.add_argument("--rounds", type=int, default=5,
+                   help="rounds; every other one times the kernels in reverse order (5)")
     b.add_argument("--seed-launches", type=int, default=100, help="launches in the seed-protocol block (100)")
     b.add_argument("--out", help="folder for the record file (default results/<gpu>/)")
     b.add_argument("--tag", help="name part of the record file")
-    b.add_argument("--no-write", action="store_true")
+    b.add_argument("--no-write", action="store_true", help="print the results only; write no record file")
     b.add_argument("--peers", nargs="*", default=[], choices=["triton"],
                    help="also time these kernels in the same rounds (triton: the course's Triton matmul)")
     b.set_defaults(fn=cmd_bench)
@@ -259,8 +281,6 @@ def build_parser():
 
 
 def main(argv=None):
-    from .problem import GemmInputError
-
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
