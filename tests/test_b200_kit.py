@@ -121,13 +121,16 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     out = proc.stdout
     phases = re.findall(r"^== (\w+): (.*)$", out, flags=re.M)
     names = [name for name, _ in phases if name != "nvidia_smi"]  # planned only where nvidia-smi exists
-    assert names == ["doctor", "pytest_gpu", "sanitize_memcheck", "sanitize_racecheck", "sanitize_synccheck",
+    assert names == ["doctor", "stepwise", "pytest_gpu", "sanitize_racecheck", "sanitize_synccheck",
                      "ladder", "broad_sweep", "broad_sweep_reversed", "tail_ab", "copy"]
     cmd = dict(phases)
     tail = cmd["tail_ab"]  # the A/B the book and the kit's table read, as gemm_course.b200 names it
     assert b200.tail_ab_command().replace('"', "") in tail.replace(str(tmp_path / "out"), "OUT")
-    assert "-m pytest -q -m gpu -k not sm90" in cmd["pytest_gpu"] and "tests/test_gpu.py" in cmd["pytest_gpu"]
-    for tool in ("memcheck", "racecheck", "synccheck"):
+    assert "-m pytest -q -m gpu -k not sm90 and not random_shapes" in cmd["pytest_gpu"] and "tests/test_gpu.py" in cmd["pytest_gpu"]
+    stepwise = cmd["stepwise"].split()
+    assert stepwise[stepwise.index("run") + 2:stepwise.index("--sanitizer")] == [f"sm100/{n}" for n in range(1, 12)]
+    assert stepwise[stepwise.index("--sanitizer") + 1].endswith("compute-sanitizer")
+    for tool in ("racecheck", "synccheck"):
         assert f"compute-sanitizer --tool {tool}" in cmd[f"sanitize_{tool}"]
         assert f"scripts/b200_sanitize.py {tool}" in cmd[f"sanitize_{tool}"]
     ladder_cmd = cmd["ladder"].split()
@@ -232,9 +235,23 @@ case "$*" in
   "-c from gemm_course import b200"*) exec "$REAL_PY" "$@" ;;
   "-c import triton") exit 1 ;;
   "-m gemm_course doctor") echo "machine     NVIDIA B200 (fake)" ;;
-  "-m pytest"*)
-    if [ "${FAKE_FAIL:-0}" = 1 ]; then echo "FAILED tests/test_gpu.py::test_x - wrong"; echo "1 failed, 3 passed"; exit 1; fi
-    echo "4 passed" ;;
+  "-m gemm_course.stepwise run"*)
+    exec "$REAL_PY" -c '
+import json, os, sys
+out, keys = sys.argv[1], [a for a in sys.argv[2:] if a.startswith("sm")]
+bad = "sm100/5" if os.environ.get("FAKE_FAIL") == "1" else ""
+rows = [{"step": k, "debug": "FAILED" if k == bad else "ok", "timed": "-" if k == bad else "ok", "sanitizer": "skipped",
+         "failed": "debug: watchdog: mainloop_pipeline.producer_acquire(state) (empty barrier)" if k == bad else "",
+         "passed": k != bad, "seconds": 1.0} for k in keys]
+os.makedirs(os.path.join(out, "stepwise"), exist_ok=True)
+json.dump({"rows": rows, "passed": [k for k in keys if k != bad]}, open(os.path.join(out, "stepwise", "summary.json"), "w"))
+for k in keys:
+    open(os.path.join(out, "step_%s_debug.log" % k.replace("/", "-")), "w").write("%s (debug): fake\n" % k)
+print("stepwise: %d steps" % len(keys))
+sys.exit(1 if bad else 0)
+' "${@:4}" ;;
+  "-m gemm_course.stepwise"*) exec "$REAL_PY" "$@" ;;
+  "-m pytest"*) echo "4 passed" ;;
   "scripts/gpu_tune.py"*)
     exec "$REAL_PY" -c '
 import json, os, sys
@@ -274,16 +291,16 @@ esac
 '''
 
 
-@pytest.mark.parametrize("fail", [False, True], ids=["tests-pass", "a-test-fails"])
+@pytest.mark.parametrize("fail", [False, True], ids=["steps-pass", "a-step-fails"])
 def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
-    """Everything but the GPU: phases in order, the gate on correctness, records copied into
-    results/nvidia-b200/ (here under GEMM_COURSE_RESULTS), the table last, logs free of folders."""
+    """Everything but the GPU: phases in order, a failed step dropped from the timing (and the rest timed),
+    records copied into results/nvidia-b200/ (here under GEMM_COURSE_RESULTS), the tables last, logs free of folders."""
     fake = tmp_path / "python"
     fake.write_text(FAKE_PY)
     fake.chmod(0o755)
     tools = tmp_path / "bin"  # only the shell tools the script uses: no nvidia-smi, no compute-sanitizer
     tools.mkdir()
-    for tool in ("mkdir", "dirname", "cat", "tee", "timeout", "grep", "head"):
+    for tool in ("mkdir", "dirname", "cat", "tee", "timeout", "grep", "head", "sed", "cut", "sort"):
         (tools / tool).symlink_to(shutil.which(tool))
     results = tmp_path / "results"
     env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "PATH")}
@@ -293,20 +310,20 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
     proc = subprocess.run([shutil.which("bash"), str(SCRIPT), str(out)], capture_output=True, text=True, env=env,
                           timeout=120)
     status = (out / "status.log").read_text()
+    assert [line.split(":")[0] for line in status.splitlines()] == [
+        "gpu_check", "doctor", "stepwise", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed",
+        "tail_ab", "copy"]
+    steps_table = proc.stdout[proc.stdout.index("== steps"):]
+    assert steps_table.count("sm100/") >= 11
+    timed = re.search(r"^ladder: .*bench (.*) --shapes", status, flags=re.M).group(1).split()
     if fail:
         assert proc.returncode == 1
-        assert "pytest_gpu: FAILED (exit 1)" in status
-        assert "ladder, broad_sweep, broad_sweep_reversed, tail_ab, copy: skipped" in status
-        assert "FAILED tests/test_gpu.py::test_x" in (out / "skipped.log").read_text()
-        assert not list(out.glob("*.json")) and not (results / "nvidia-b200").exists()
-        assert not (results / "tuning").exists()  # no numbers of a wrong kernel; the logs, to report it:
-        assert sorted(p.name.split("_b200_")[1] for p in (results / "logs").iterdir()) == sorted(
-            p.name for p in out.glob("*.log"))
+        assert "stepwise: FAILED (exit 1)" in status
+        assert "sm100/5" not in timed and len(timed) == 10, "the failed step is not timed; the others are"
+        assert "producer_acquire(state) (empty barrier)" in steps_table
+        assert len(records.load_records(str(results))) == 10 * 2 + 2 * 46
         return
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert [line.split(":")[0] for line in status.splitlines()] == [
-        "gpu_check", "doctor", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed", "tail_ab",
-        "copy"]
+    assert timed == [f"sm100/{n}" for n in range(1, 12)]
     copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
     assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 3
     assert len(records.load_records(str(results))) == 11 * 2 + 2 * 46
