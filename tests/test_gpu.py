@@ -246,7 +246,7 @@ CLC_MANY = [(8192, 8192, 256), (8000, 8104, 136)]  # ~1000 clusters: most tiles 
 
 
 @sm100
-@pytest.mark.parametrize("key,fields", [("sm100/8", {}), ("sm100/8", {"clc_stages": 2}), ("sm100/9", {}),
+@pytest.mark.parametrize("key,fields", [("sm100/8", {}), ("sm100/8", {"cluster_m": 4}), ("sm100/9", {}),
                                         ("sm100/9", {"group": 1}), ("sm100/9", {"group": 16}), ("sm100/10", {}),
                                         ("sm100/11", {}), ("sm100/11", {"stream_k": False})],
                          ids=_ids)

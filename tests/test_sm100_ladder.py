@@ -346,7 +346,7 @@ def test_invalid_configs_refused_with_reasons():
         "sm100/5": [dict(tile_m=64), dict(cluster_m=1), dict(cluster_m=3), dict(cluster_n=4), dict(tile_k=32)],
         "sm100/6": [dict(stages=1), dict(stages=9)],
         "sm100/7": [dict(tiles_per_cta=0), dict(acc_stages=0), dict(acc_stages=4)],
-        "sm100/8": [dict(clc_stages=0), dict(acc_stages=3)],
+        "sm100/8": [dict(clc_stages=0), dict(clc_stages=2), dict(acc_stages=3)],
         "sm100/9": [dict(group=0)],
     }
     for key, changes in bad.items():
@@ -364,3 +364,30 @@ def test_each_step_is_its_parent_plus_one_idea():
     for n in range(4, 12):
         child, parent = ladder.get(f"sm100/{n}").load().Gemm, ladder.get(f"sm100/{n - 1}").load().Gemm
         assert issubclass(child, parent) and child is not parent, n
+
+
+def _tmem_columns(ptx: str) -> int:
+    found = []
+    for v in inspect.tmem_alloc_columns(ptx):
+        found += list(v) if isinstance(v, tuple) else [] if v is None else [v]
+    return max(found)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("key", [f"sm100/{n}" for n in range(2, 12)])
+def test_resident_ctas_never_oversubscribe_tensor_memory(key):
+    """Every config a step admits: the CTAs that fit on an SM by the compiled kernel's registers, threads
+    and the shared memory its launch asks for, times the TMEM columns each allocates, stay within 512.
+    (A CTA beyond that waits in tcgen05.alloc; in CTA pairs two halves could wait on each other.)"""
+    from gemm_course import widgets
+
+    step = ladder.get(key)
+    for config in list(step.knob_grid()) or [step.default]:
+        art = arch.compile_step(step, config, target="sm_100a")
+        kernel = inspect.resources(art.cubin)[0]
+        smem = inspect.smem_request(art)
+        threads = inspect.threads_per_cta(art.ptx)
+        columns = _tmem_columns(art.ptx)
+        fit = widgets.ctas_per_sm(kernel.registers, threads, smem, "sm_100a")  # without tensor memory
+        assert fit["ctas"] >= 1, (key, config)
+        assert fit["ctas"] * columns <= 512, (key, config, fit, columns)

@@ -437,7 +437,7 @@ _SM100_STEPS = [
         _ANY_MN,
         (_MMA, _TMA, _TMEM, _BAR, _SMEM),
         ptx_markers=_BLACKWELL_CLC,
-        knobs=(("clc_stages", (1, 2)), ("cluster_m", (2, 4)), ("cluster_n", (1, 2))),
+        knobs=(("cluster_m", (2, 4)), ("cluster_n", (1, 2))),
     ),
     Step(
         9,

@@ -44,6 +44,7 @@ from cutlass._mlir.dialects import nvvm
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.memory import TmemAllocator
 
+from ... import sim
 from ..common import check_tile_divides
 
 AB_DTYPE = cutlass.BFloat16
@@ -62,6 +63,19 @@ def tmem_fence_after_sync():
     """``tcgen05.fence::after_thread_sync``: tcgen05 work after a barrier wait is ordered after it
     (the PTX memory model's pattern for an accumulator handed over through an mbarrier)."""
     nvvm.tcgen05_fence(nvvm.Tcgen05FenceKind.AFTER_THREAD_SYNC)
+
+TMEM_COLUMNS_PER_SM = 512
+
+
+def smem_to_fit_tmem(storage_bytes: int, tmem_cols: int) -> int:
+    """Shared memory a CTA asks for at launch: its storage, or more, so that no more CTAs share an SM
+    than their tensor-memory allocations fit. A CTA beyond that would wait in ``tcgen05.alloc`` for
+    another to finish, and with CTA pairs (step 5) two halves could wait on each other's SMs."""
+    fit = TMEM_COLUMNS_PER_SM // tmem_cols
+    per_sm, reserved = sim.HOPPER_SM["smem_per_sm"], sim.HOPPER_SM["smem_reserved_per_cta"]  # the same on sm_100
+    one_too_many = per_sm // (fit + 1) - reserved + 1  # (fit + 1) CTAs of this size no longer fit
+    return max(storage_bytes, one_too_many)
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -171,11 +185,11 @@ class Gemm:
             sB: cute.struct.Align[cute.struct.MemRange[AB_DTYPE, cute.cosize(b_smem_layout)], 1024]
 
         self.shared_storage = SharedStorage
-        self.smem_bytes = SharedStorage.size_in_bytes()
+        self.smem_bytes = smem_to_fit_tmem(SharedStorage.size_in_bytes(), self.tmem_cols)
         grid = (cute.ceil_div(mC.shape[0], bm), cute.ceil_div(mC.shape[1], bn), 1)
         self.kernel(
             tiled_mma, tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, mC, a_smem_layout, b_smem_layout
-        ).launch(grid=grid, block=[self.threads, 1, 1], stream=stream)
+        ).launch(grid=grid, block=[self.threads, 1, 1], smem=self.smem_bytes, stream=stream)
 
     # ---- device side --------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ import cutlass.utils.blackwell_helpers as sm100_utils
 from cutlass.cute.nvgpu import cpasync, tcgen05, warp
 
 from . import step03_swizzle as parent
-from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier
+from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier, smem_to_fit_tmem
 
 C_DTYPE = cutlass.BFloat16
 
@@ -122,11 +122,11 @@ class Gemm(parent.Gemm):
             sC: cute.struct.Align[cute.struct.MemRange[C_DTYPE, cute.cosize(epi_smem_layout)], 1024]
 
         self.shared_storage = SharedStorage
-        self.smem_bytes = SharedStorage.size_in_bytes()
+        self.smem_bytes = smem_to_fit_tmem(SharedStorage.size_in_bytes(), self.tmem_cols)
         grid = (cute.ceil_div(mC.shape[0], bm), cute.ceil_div(mC.shape[1], bn), 1)
         self.kernel(
             tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout
-        ).launch(grid=grid, block=[self.threads, 1, 1], stream=stream)
+        ).launch(grid=grid, block=[self.threads, 1, 1], smem=self.smem_bytes, stream=stream)
 
     # ---- device side --------------------------------------------------------------------------
 

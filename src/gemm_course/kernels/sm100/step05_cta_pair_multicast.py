@@ -36,7 +36,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.memory import TmemAllocator
 
 from . import step04_tma_store as parent
-from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier, tmem_fence_after_sync
+from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier, smem_to_fit_tmem, tmem_fence_after_sync
 from .step04_tma_store import C_DTYPE, can_implement  # noqa: F401  (same shapes as step 4)
 
 SMEM_CAPACITY = 232448  # bytes of shared memory a CTA may have on sm_100
@@ -164,11 +164,12 @@ class Gemm(parent.Gemm):
         tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_a, tma_atom_b, tma_b = self.make_mainloop_operands(mA, mB)
         epi_smem_layout, tma_atom_c, tma_c = self.make_epilogue_operands(mC)
         self.shared_storage = self.make_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
-        self.smem_bytes = self.shared_storage.size_in_bytes()
+        self.smem_bytes = smem_to_fit_tmem(self.shared_storage.size_in_bytes(), self.tmem_cols)
         self.kernel(
             tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout,
             *extra,
-        ).launch(grid=self.grid(mA, mC), block=[self.threads, 1, 1], cluster=self.cluster_shape_mnk, stream=stream)
+        ).launch(grid=self.grid(mA, mC), block=[self.threads, 1, 1], cluster=self.cluster_shape_mnk, smem=self.smem_bytes,
+                 stream=stream)
 
     # ---- device side: the pair, its pipelines and its tensor memory -----------------------------
 

@@ -49,12 +49,12 @@ CLC_RESPONSE_BYTES = 16  # try_cancel writes one 128-bit answer
 @dataclasses.dataclass(frozen=True)
 class Config(step06_warp_specialized.Config):
     acc_stages: int = 2  # step 7's two accumulators; the scheduler, not tiles_per_cta, decides the tiles
-    clc_stages: int = 1  # answers in flight: the scheduler asks one tile ahead of the cluster
+    clc_stages: int = 1  # answers in flight: the scheduler asks one tile ahead of the cluster (only 1 is admitted)
 
 
 def check_config(config: Config):
-    if config.clc_stages < 1:
-        return False, "clc_stages must be at least 1"
+    if config.clc_stages != 1:  # NVIDIA's B200-tested CLC kernels keep one answer in flight; more was never run
+        return False, f"clc_stages = {config.clc_stages}: only 1 is supported (one scheduler answer in flight)"
     ok, why = parent.check_accumulators(config)
     return step06_warp_specialized.check_config(config) if ok else (ok, why)
 
