@@ -41,7 +41,14 @@ def require_gpu_for(step) -> str:
 
 @dataclasses.dataclass
 class Launcher:
-    """A compiled step bound to one set of operands: calling it launches the kernel once."""
+    """A compiled step bound to one set of operands: calling it launches the kernel once, on the
+    stream it was prepared on.
+
+    Its ``workspace`` (step 11's stream-K partial sums, counters and flags) is its own: ``prepare``
+    allocates it per launcher, and the launcher's launches queue on one stream, so no two of them
+    run at once. The last part of a split tile resets its counter and flags for the next launch; a
+    launch that stops midway (a trap) leaves the CUDA context unusable, so stale flags are never
+    read. Two launches that must overlap need two launchers."""
 
     step: ladder.Step
     config: object
