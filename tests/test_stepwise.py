@@ -26,7 +26,7 @@ def fake_command(key, phase, sanitizer=None):
 
 def test_each_failure_is_named_and_the_run_goes_on(tmp_path, capsys):
     keys = list(BEHAVIOUR)
-    rows = stepwise.run_steps(str(tmp_path), keys, limits={"debug": 3}, command=fake_command)
+    rows = stepwise.run_steps(str(tmp_path), keys, limits={"debug": 3}, command=fake_command, jobs=2)
     by = {r["step"]: r for r in rows}
     assert [r["step"] for r in rows] == keys, "every step runs, whatever the one before did"
     assert by["sm100/2"]["passed"] and by["sm100/2"]["timed"] == "ok" and by["sm100/2"]["sanitizer"] == "skipped"

@@ -133,29 +133,36 @@ def run_phase(cmd: list, limit: float, log_path: str) -> tuple:
     return rc == 0, rc, output, seconds
 
 
+def run_step(out: str, key: str, sanitizer: Optional[str], limits: dict, command: Callable) -> dict:
+    """Every phase of one step, in order, each only if the one before passed: a row of the table."""
+    row = {"step": key, **{phase: "-" for phase in PHASES}, "failed": "", "seconds": 0.0}
+    for phase in PHASES:
+        if phase == "sanitizer" and not sanitizer:
+            row[phase] = "skipped"
+            continue
+        log = os.path.join(out, f"step_{key.replace('/', '-')}_{phase}.log")
+        ok, rc, output, seconds = run_phase(command(key, phase, sanitizer), limits[phase], log)
+        row["seconds"] += seconds
+        row[phase] = "ok" if ok else ("hung" if rc is None else "FAILED")
+        print(f"{key} {phase}: {row[phase]} ({seconds:.0f} s)", flush=True)
+        if not ok:
+            row["failed"] = f"{phase}: {why_failed(rc, output, limits[phase])}"
+            print(f"  {key} {row['failed']}", flush=True)
+            break
+    row["passed"] = not row["failed"]
+    return row
+
+
 def run_steps(out: str, keys: list, sanitizer: Optional[str] = None, limits: Optional[dict] = None,
-              command: Callable = child_command) -> list:
-    """Every phase of every step in ``keys``, a child each; rows of the table (and OUT/stepwise/summary.json)."""
+              command: Callable = child_command, jobs: int = 1) -> list:
+    """Every phase of every step in ``keys``, a child each (``jobs`` steps at a time; the GPU is shared,
+    the compiles run on the CPU's cores); rows of the table (and OUT/stepwise/summary.json)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     limits = {**LIMITS_S, **(limits or {})}
     os.makedirs(out, exist_ok=True)
-    rows = []
-    for key in keys:
-        row = {"step": key, **{phase: "-" for phase in PHASES}, "failed": "", "seconds": 0.0}
-        for phase in PHASES:
-            if phase == "sanitizer" and not sanitizer:
-                row[phase] = "skipped"
-                continue
-            log = os.path.join(out, f"step_{key.replace('/', '-')}_{phase}.log")
-            ok, rc, output, seconds = run_phase(command(key, phase, sanitizer), limits[phase], log)
-            row["seconds"] += seconds
-            row[phase] = "ok" if ok else ("hung" if rc is None else "FAILED")
-            print(f"{key} {phase}: {row[phase]} ({seconds:.0f} s)", flush=True)
-            if not ok:
-                row["failed"] = f"{phase}: {why_failed(rc, output, limits[phase])}"
-                print(f"  {row['failed']}", flush=True)
-                break
-        row["passed"] = not row["failed"]
-        rows.append(row)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        rows = list(pool.map(lambda key: run_step(out, key, sanitizer, limits, command), keys))
     os.makedirs(os.path.join(out, "stepwise"), exist_ok=True)
     with open(summary_path(out), "w") as f:
         json.dump({"rows": rows, "passed": [r["step"] for r in rows if r["passed"]]}, f, indent=1)
@@ -186,6 +193,7 @@ def main(argv=None) -> int:
     r.add_argument("steps", nargs="*", help="step keys, e.g. sm100/2 (default: every step of --arch)")
     r.add_argument("--arch", choices=("sm100", "sm90"), help="every step of this architecture")
     r.add_argument("--sanitizer", help="compute-sanitizer's path: adds a memcheck phase per step")
+    r.add_argument("--jobs", type=int, default=1, help="steps checked at a time (default 1)")
     c = sub.add_parser("check", help="one child: check a step on its phase's shapes")
     c.add_argument("step", help="step key, e.g. sm100/5")
     c.add_argument("--mode", choices=("debug", "timed"), default="debug", help="debug: a watchdog build on small shapes")
@@ -203,7 +211,7 @@ def main(argv=None) -> int:
     keys = args.steps or [s.key for s in ladder.steps(args.arch)] if (args.steps or args.arch) else None
     if not keys:
         p.error("name steps or --arch")
-    rows = run_steps(args.out, keys, sanitizer=args.sanitizer)
+    rows = run_steps(args.out, keys, sanitizer=args.sanitizer, jobs=args.jobs)
     print()
     print(table(rows))
     return 0 if all(r["passed"] for r in rows) else 1
