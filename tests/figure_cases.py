@@ -158,6 +158,10 @@ def xor_pattern(tmp_path):
     return viz.xor_pattern("sm90/3")
 
 
+def xor_pattern_blackwell(tmp_path):
+    return viz.xor_pattern("sm100/3")
+
+
 def cluster_multicast(tmp_path):
     return viz.cluster_multicast(2, 1, 128, 256, 64)
 
@@ -195,6 +199,10 @@ def k_loop_schedule_sm100(tmp_path):
 
 def epilogue_path(tmp_path):
     return viz.epilogue_path(64, 256, 64, 32, 2, 128, 16, 8)
+
+
+def epilogue_path_tmem(tmp_path):
+    return viz.epilogue_path(64, 256, 64, 32, 2, 128, 16, 8, tmem_load="16x256b")
 
 
 def pipeline_timeline(tmp_path):
@@ -307,6 +315,7 @@ CASES = {name: (fn, mark, builder) for name, fn, mark, builder in [
     ("tmem_map", "tmem_map", "fast", tmem_map),
     ("bank_maps", "bank_maps", "compile", bank_maps),
     ("xor_pattern", "xor_pattern", "compile", xor_pattern),
+    ("xor_pattern_blackwell", "xor_pattern", "compile", xor_pattern_blackwell),
     ("cluster_multicast", "cluster_multicast", "fast", cluster_multicast),
     ("cluster_multicast_2x2", "cluster_multicast", "fast", cluster_multicast_2x2),
     ("cta_pair_split", "cta_pair_split", "fast", cta_pair_split),
@@ -314,6 +323,7 @@ CASES = {name: (fn, mark, builder) for name, fn, mark, builder in [
     ("k_loop_schedule_sm90", "k_loop_schedule", "fast", k_loop_schedule_sm90),
     ("k_loop_schedule_sm100", "k_loop_schedule", "fast", k_loop_schedule_sm100),
     ("epilogue_path", "epilogue_path", "fast", epilogue_path),
+    ("epilogue_path_tmem", "epilogue_path", "fast", epilogue_path_tmem),
     ("pipeline_timeline", "pipeline_timeline", "fast", pipeline_timeline),
     ("pipeline_timeline_tiles", "pipeline_timeline", "fast", pipeline_timeline_tiles),
     ("tmem_timeline", "tmem_timeline", "fast", tmem_timeline),

@@ -209,12 +209,34 @@ def bank_maps(step_keys: Sequence[str] = ("row-major", "sm90/2", "sm90/3"), rows
                             + more, alt="Three grids of shared-memory banks, one per layout")
 
 
-def xor_pattern(step_key: str = "sm90/3", operand: str = "A") -> Figure:
-    """The 128-byte swizzle as a table: where logical 16-byte chunk c of row r lands
-    (:func:`gemm_course.sim.xor_pattern`, read from the kernel's layout), with the bits spelled out."""
-    from .. import sim
+def _swizzle_table(step_key: str, operand: str):
+    """(8 x 8 physical chunks, the layout's text, where they came from) of a step's swizzled layout:
+    a Hopper step's (rows, k) layout read by :func:`gemm_course.sim.xor_pattern`; a Blackwell step's
+    ``Swizzle<B,M,S>`` (:func:`gemm_course.kernels.sm100.layouts.smem_layouts`) applied to the byte
+    address ``row * 128 + chunk * 16`` of a 128-byte row."""
+    from .. import ladder, sim
 
-    table = np.asarray(sim.xor_pattern(step_key, operand))
+    if ladder.get(step_key).arch == "sm100":
+        from ..kernels.sm100 import layouts
+
+        sw = layouts.smem_layouts(step_key)[operand]
+
+        def chunk(row, c):
+            address = row * 128 + c * 16
+            address ^= ((address >> (sw.swizzle_base + sw.swizzle_shift)) & ((1 << sw.swizzle_bits) - 1)) << sw.swizzle_base
+            return (address >> 4) & 7
+
+        table = np.array([[chunk(r, c) for c in range(8)] for r in range(8)])
+        return table, f"{sw.swizzle} o {sw.layout}", ("the step's own Swizzle<B,M,S> applied to byte addresses "
+                                                       "(gemm_course.kernels.sm100.layouts.smem_layouts)")
+    return (np.asarray(sim.xor_pattern(step_key, operand)), sim.layout_text(step_key, operand),
+            "the step's own swizzled layout (gemm_course.sim.xor_pattern)")
+
+
+def xor_pattern(step_key: str = "sm90/3", operand: str = "A") -> Figure:
+    """The 128-byte swizzle as a table: where logical 16-byte chunk c of row r lands, read from the
+    step's layout (a Hopper or a Blackwell step: :func:`_swizzle_table`), with the bits spelled out."""
+    table, text, source = _swizzle_table(step_key, operand)
     fig = new_figure(6.4, 6.4)
     ax = fig.add_subplot()
     cmap = ListedColormap(colormaps["tab10"].colors[:8])
@@ -228,9 +250,9 @@ def xor_pattern(step_key: str = "sm90/3", operand: str = "A") -> Figure:
     ax.tick_params(labelsize=TEXT_PT)
     ax.set_xlabel("logical 16-byte chunk of the row (k // 8), binary below")
     ax.set_ylabel("row mod 8, binary")
-    ax.set_title(f"{sim.layout_text(step_key, operand)}\nphysical chunk of (row, chunk), binary below", fontsize=TEXT_PT + 1)
+    ax.set_title(f"{step_key}: {wrap_title(text, 60)}\nphysical chunk of (row, chunk), binary below", fontsize=TEXT_PT + 1)
     is_xor = all(table[r, c] == (r ^ c) for r in range(8) for c in range(8))
-    return set_caption(fig, "Read from the step's own swizzled layout (gemm_course.sim.xor_pattern). "
+    return set_caption(fig, f"Read from {source}. "
                             + ("Every cell equals row XOR chunk: address bits 4-6 (the chunk) are XORed with "
                                "bits 7-9 (the row within 8 rows of 128 bytes)." if is_xor else
                                "This layout is not a plain row XOR chunk."), alt="Grid of 8 by 8 cells")

@@ -84,13 +84,15 @@ def k_loop_schedule(arch: str, mma_per_tile: int, tma_per_tile: int, tma_bytes: 
 
 
 def epilogue_path(tile_m: int, tile_n: int, epi_m: int, epi_n: int, epi_stages: int, threads: int,
-                  stmatrix: int, tma_stores: int, title: str = "") -> Figure:
+                  stmatrix: int, tma_stores: int, title: str = "", tmem_load: str = "") -> Figure:
     """The step-4 epilogue: the CTA's accumulator tile cut into ``epi_m x epi_n`` sub-tiles (top),
     and the path each sub-tile takes (bottom): registers -> stmatrix -> staging buffer -> TMA store.
 
     All inputs come from the caller, read from the kernel: the tile and sub-tile shapes and the
     number of staging buffers from the traced shared-memory layout, ``stmatrix`` (per thread) and
-    ``tma_stores`` (per tile) from the PTX.
+    ``tma_stores`` (per tile) from the PTX. ``tmem_load``: on Blackwell, the ``tcgen05.ld`` shape
+    that brings each sub-tile from tensor memory into registers (e.g. ``"16x256b"``); the path
+    then starts in tensor memory.
     """
     if tile_n % epi_n or tile_m != epi_m:
         raise ValueError(f"sub-tiles of {epi_m}x{epi_n} do not cover the {tile_m}x{tile_n} tile in one row")
@@ -98,8 +100,12 @@ def epilogue_path(tile_m: int, tile_n: int, epi_m: int, epi_n: int, epi_stages: 
     per_thread = tile_m * tile_n // threads
     per_sub = stmatrix / subtiles
     buffer_kib = epi_m * epi_n * 2 / 1024
+    first = (("tensor memory", f"fp32 accumulator: {tile_m} lanes x {tile_n} columns; tcgen05.ld.{tmem_load} brings\n"
+                               f"{epi_m * epi_n // threads} values per thread per sub-tile into registers", "#e6dcf5")
+             if tmem_load else
+             ("registers", f"fp32 accumulator: {per_thread} values per thread ({threads} threads)", "#cde4f7"))
     boxes = [
-        ("registers", f"fp32 accumulator: {per_thread} values per thread ({threads} threads)", "#cde4f7"),
+        first,
         ("registers", f"convert to bf16: {epi_m * epi_n // threads} values per thread per sub-tile", "#cde4f7"),
         ("stmatrix", f"four 8x8 matrices per warp instruction; {per_sub:g} per thread per sub-tile", "#fde0c5"),
         ("shared memory", f"staging buffer of {epi_m}x{epi_n} bf16 = {buffer_kib:g} KiB ({epi_stages} buffers)", "#fde0c5"),
@@ -151,7 +157,8 @@ def epilogue_path(tile_m: int, tile_n: int, epi_m: int, epi_n: int, epi_stages: 
     bottom.set_ylim(n * pitch + 0.45, -0.05)
     bottom.axis("off")
     bottom.set_title("The path of one sub-tile", fontsize=TEXT_PT + 1, loc="left")
-    fig.suptitle(wrap_title(title or "Step 4's epilogue: registers -> stmatrix -> staging buffer -> TMA store", 72),
+    start = "tensor memory -> registers" if tmem_load else "registers"
+    fig.suptitle(wrap_title(title or f"Step 4's epilogue: {start} -> stmatrix -> staging buffer -> TMA store", 72),
                  fontsize=TEXT_PT + 2)
     return set_caption(fig, f"Sub-tile shape and buffer count from the kernel's traced staging layout; {stmatrix} "
                             f"stmatrix per thread and {tma_stores} TMA stores per tile counted in its PTX "
