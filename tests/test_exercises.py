@@ -61,16 +61,43 @@ def test_attempt_handles_unanswered_right_and_wrong(capsys):
     assert exercises.attempt(exercises.check_column_major_stride, (1, 4)) is True
     assert exercises.attempt(exercises.check_column_major_stride, (8, 1)) is False
     out = capsys.readouterr().out
-    assert "replace each ..." in out and "Hint" in out
+    assert "not answered yet" in out and "Hint" in out
 
 
 @pytest.mark.fast
 def test_attempt_reports_code_that_raises(capsys):
+    def broken(index, tiles_m, tiles_n, group):
+        return index // 0
+
+    assert exercises.attempt(exercises.check_grouped_order, broken) is False
+    assert "your code raised ZeroDivisionError" in capsys.readouterr().out
+
+
+@pytest.mark.fast
+def test_a_function_still_to_write_is_not_answered_yet(capsys):
+    """The chapters hand out functions whose body is ``...``: they render as "not answered yet",
+    never as a wrong answer (False) or the TypeError their None would raise in the check."""
+
     def unwritten(index, tiles_m, tiles_n, group):
         ...
 
-    assert exercises.attempt(exercises.check_grouped_order, unwritten) is False
-    assert "your code raised TypeError" in capsys.readouterr().out
+    def with_comment(gpc_of):
+        return ...  # your code
+
+    def documented(fn):
+        """What to write."""
+        ...  # your code
+
+    def written(index, tiles_m, tiles_n, group):
+        return None if index < 0 else (0, 0)
+
+    for stub in (unwritten, with_comment, documented):
+        assert exercises.unanswered(stub), stub.__name__
+    assert not exercises.unanswered(written) and not exercises.unanswered(lambda x: x) and not exercises.unanswered(0)
+    assert exercises.attempt(exercises.check_grouped_order, unwritten) is None
+    out = capsys.readouterr().out
+    assert out.startswith("check_grouped_order: not answered yet") and "False" not in out and "TypeError" not in out
+    assert exercises.attempt(exercises.check_grouped_order, written) is False  # written, and wrong
 
 
 # ---- chapter 1 ----------------------------------------------------------------------------------
