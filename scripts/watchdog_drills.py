@@ -25,7 +25,9 @@ LIMIT_S = 240  # a child that outlives this has hung despite the watchdog (or co
 
 RELEASE = "            mainloop_pipeline.consumer_release(release_state)\n"
 ADVANCE = "            release_state.advance()\n            read_state.advance()"
-# name: (step, file, the line to change, its replacement, what the report must name, shape M,N,K)
+# name: (step, file, the line to change, its replacement, what the report must name, shape M,N,K);
+# FAULT: the right outcome is the GPU stopping the kernel at once, with no hang to report
+FAULT = "a launch failure without a hang"
 DRILLS = {
     "wrong_expect_tx": (
         "sm90/2", "step02_wgmma_tma.py",
@@ -43,7 +45,7 @@ DRILLS = {
         "sm90/6", "step06_warp_specialized.py",
         RELEASE + ADVANCE,
         RELEASE + RELEASE + ADVANCE,
-        "", (256, 256, 1024),
+        FAULT, (256, 256, 1024),  # an arrival past the barrier's count: on the H200, an error at once
     ),
 }
 
@@ -100,12 +102,17 @@ def verdict(name: str, rc: int, output: str) -> tuple:
     reports = watchdog.parse_reports(output)
     if rc in (124, -9):
         return False, f"hung: no exit within {LIMIT_S} s"
+    if expected == FAULT:
+        if rc == 3 and not reports:
+            return True, "the GPU stopped the kernel at once (no hang, no watchdog report)"
+        return False, f"expected {FAULT}; got exit {rc} with {len(reports)} watchdog reports"
     if rc == 3 and reports:
         named = [line for _, line in reports if expected and expected in line]
         top = reports[0][1].split(" waiting on ")[-1]
         if expected and not named:
             return False, f"trapped, but named {top!r}, not {expected!r}"
-        return True, f"trapped; {sum(n for n, _ in reports)} warp reports, first barrier: {top}"
+        others = sorted({line.split(" waiting on ")[-1].split(" at ")[0] for _, line in reports})
+        return True, f"trapped; {sum(n for n, _ in reports)} warp reports on {len(others)} barrier(s): {'; '.join(others)}"
     if rc == 3:
         return False, "the kernel failed without a watchdog report"
     if rc == 4:

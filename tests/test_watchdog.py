@@ -84,7 +84,7 @@ def test_debug_build_bounds_every_wait_and_default_build_has_none(monkeypatch, k
     debug = compile_with(monkeypatch, key, 3)
     again = compile_with(monkeypatch, key, None)
     assert again == plain, "a debug build must leave the next default build unchanged (the patch is undone)"
-    for marker in ("%globaltimer", "trap;", "activemask"):
+    for marker in ("%globaltimer", "trap;", "activemask", "WATCHDOG_GRACE"):
         assert marker not in plain, f"default build of {key} has {marker}"
         assert marker in debug, f"debug build of {key} lacks {marker}"
     reports = report_strings(debug)
@@ -110,7 +110,7 @@ def test_drills_break_what_they_say(monkeypatch):
     for name, (_, _, _, _, expected, _) in watchdog_drills.DRILLS.items():
         step = watchdog_drills.make_copy(name)
         ptx = arch.compile_step(step, target=step.target).ptx
-        if expected:
+        if expected and expected != watchdog_drills.FAULT:
             assert any(expected in r for r in report_strings(ptx)), name
         assert watchdog_drills.verdict(name, 124, "")[0] is False
     ok, _ = watchdog_drills.verdict("wrong_expect_tx", 3, "watchdog: sm90/1002 timed out after 2 s waiting on "
@@ -120,3 +120,6 @@ def test_drills_break_what_they_say(monkeypatch):
     other = "watchdog: x timed out after 2 s waiting on other at f:1 in k, block (0,0,0) warp 0 thread 0\n"
     ok, what = watchdog_drills.verdict("missing_arrive", 3, other)
     assert not ok and "not 'producer_acquire'" in what
+    assert watchdog_drills.verdict("double_release", 3, "CUDA error: unspecified launch failure")[0]
+    assert not watchdog_drills.verdict("double_release", 3, other)[0]
+    assert not watchdog_drills.verdict("double_release", 0, "")[0]

@@ -7,7 +7,8 @@ that :func:`gemm_course.arch.compile_step` builds is a *debug build*:
 * every mbarrier wait (CuTeDSL's pipelines, whose waits all go through ``MbarrierArray.wait``,
   and the kernels' own ``cute.arch.mbarrier_wait`` calls) polls ``mbarrier.try_wait.parity``
   against ``%globaltimer``; past the bound the first active lane of each waiting warp prints one
-  line and the thread executes ``trap``::
+  line, waits a grace period (half the bound, at most 1 s) so that the other waits the hang stopped
+  report too, and executes ``trap``::
 
       watchdog: sm100/6 timed out after 5.0 s waiting on mainloop_pipeline.consumer_wait(read_state)
       (full barrier, expects 49152 tx bytes) at step06_warp_specialized.py:133 in kernel,
@@ -157,6 +158,29 @@ def _asm_i32(text: str, operands, constraints: str):
                            asm_dialect=llvm.AsmDialect.AD_ATT)
 
 
+# after its report a timed-out thread waits this long before it traps, so that every other wait that
+# times out meanwhile (a hang usually stops several barriers within microseconds) reports too
+_GRACE_PTX = """{
+  .reg .pred p;
+  .reg .u64 t0, t1;
+  mov.u64 t0, %globaltimer;
+WATCHDOG_GRACE:
+  mov.u64 t1, %globaltimer;
+  sub.u64 t1, t1, t0;
+  setp.lt.u64 p, t1, $0;
+  @p bra WATCHDOG_GRACE;
+}"""
+
+
+def _grace():
+    import cutlass
+    from cutlass._mlir.dialects import llvm
+
+    grace = cutlass.Int64(int(min(1.0, _active.seconds / 2) * 1e9)).ir_value()
+    llvm.inline_asm(None, [grace], _GRACE_PTX, "l", has_side_effects=True, is_align_stack=False,
+                    asm_dialect=llvm.AsmDialect.AD_ATT)
+
+
 def _trap():
     from cutlass._mlir.dialects import llvm
 
@@ -185,6 +209,7 @@ def _report(what: str, phase=None, detail_fmt: str = "", detail_args=()):
         cute.printf(text, *args)
 
     cutlass.if_generate(first != 0, say)
+    _grace()
     _trap()
 
 
