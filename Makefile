@@ -47,7 +47,7 @@ test-fast: $(STAMP)
 # a course GPU it says so first: the gpu tests skip and the chapters run their CPU parts.
 test-gpu: $(STAMP) notebooks
 	@$(BIN)/python -c "from gemm_course.arch import machine; m = machine(); print('make test-gpu:', \
-		f'{m.name} ({m.target})' if m.target else 'no GPU with a course target (sm_90a, sm_100a): the gpu tests skip, the chapters run their CPU parts')"
+		f'{m.gpu_name} ({m.target})' if m.target else 'no GPU with a course target (sm_90a, sm_100a): the gpu tests skip, the chapters run their CPU parts')"
 	status=0; \
 	$(BIN)/python -m pytest -q -m gpu tests || status=1; \
 	$(BIN)/python -m pytest -q notebooks --nbval-lax --nbval-cell-timeout=600 || status=1; \
