@@ -6,6 +6,8 @@
 #   scripts/gpu_broad_sweep.sh OUT reversed   (records tagged broad_sweep_reversed)
 # Shapes after the order re-measure only those (e.g. the shapes whose choice a rule change moved);
 # records.broad_sweep takes each shape's newest record of each order.
+# Energy per GEMM and back-to-back times over the same shapes, both orders in one run:
+#   python3 scripts/gpu_energy_b2b.py --out OUT   (records tagged broad_sweep_energy[_reversed])
 set -euo pipefail
 out=${1:?output folder}
 order=${2:-forward}

@@ -28,3 +28,31 @@ def test_notes_block_reports_the_newest_sweep(tmp_path):
     block = notes.measured_block(recs)
     assert f"Sweep of {final} (" in block and "2 shapes): geometric mean of the ratio to cuBLAS 0.900" in block
     assert "1 of 2 shapes at or above cuBLAS" in block and "| 4096x4096x4096 | 567 | 700 | 0.810 |" in block
+
+
+def _with_energy(rec, step_mj, cublas_mj, note=None):
+    return dict(rec, energy_j_per_gemm={"step": step_mj / 1e3, "cublas": cublas_mj / 1e3},
+                sm_clock_mhz_median={"step": 1700.0, "cublas": 1650.0}, b2b_ms={"step": 0.1, "cublas": 0.095},
+                b2b_graph_ms={"step": 0.09, "cublas": 0.09}, host_launch_us={"step": 24.0, "cublas": 7.5},
+                energy_note=note)
+
+
+def test_notes_block_shows_energy_by_class_and_shape_only_when_records_have_it(tmp_path):
+    final = ladder.final("sm90").key
+    shapes = [(2048, 2048, 2048), (1024, 1024, 8192)]
+    sweep = {tag: [bench_record(final, 650.0, 700.0, f"2030-02-01T00:0{i}:00", shape=s) for s in shapes]
+             for i, tag in enumerate(("broad_sweep", "broad_sweep_reversed"))}
+    recs = write_runs(tmp_path, sweep)
+    block = notes.measured_block(recs)
+    assert "Broad sweep of" in block and "Energy per GEMM" not in block and "step mJ" not in block
+    energy = {"broad_sweep_energy": [_with_energy(bench_record(final, 650.0, 700.0, "2030-02-02", shape=s), 2.0, 2.5)
+                                     for s in shapes],
+              "broad_sweep_energy_reversed": [_with_energy(bench_record(final, 650.0, 700.0, "2030-02-03", shape=s),
+                                                           3.0, 2.5, note="1 block(s) (step) saw fewer than two "
+                                                           "counter changes") for s in shapes[:1]]}
+    recs += write_runs(tmp_path / "e", energy)
+    block = notes.measured_block(recs)
+    assert "| forward | square | 1 of 1 | 0.800 |" in block and "| reversed | all | 1 of 1 | 1.200 |" in block
+    assert "| 2048x2048x2048 | 2.00 | 2.50 | 0.800 | 1.200 | 0.950 | 1.000 | 24.0 / 7.5 |" in block
+    assert "| 1024x1024x8192 | 2.00 | 2.50 | 0.800 | - |" in block
+    assert "Energy note: 1 block(s) (step) saw fewer than two counter changes" in block

@@ -285,3 +285,65 @@ def test_a_b200_broad_sweep_is_shown_for_the_final_blackwell_step(tmp_path):
     fig = viz.sweep_ratios(recs, final)
     assert len(fig.axes[0].collections) >= 1 and "No sweep" not in fig.caption
     assert viz.sweep_ratios(recs[:0], final).caption == "No sweep of sm100/11 recorded."
+
+
+def _energy(m, n, k, ratio, step_mj, cublas_mj, date, **extra):
+    """A broad-sweep record of the final step with energy per GEMM and back-to-back times."""
+    rec = _broad(m, n, k, ratio, date)
+    rec.update({"energy_j_per_gemm": {"step": step_mj / 1e3, "cublas": cublas_mj / 1e3},
+                "sm_clock_mhz_median": {"step": 1700.0, "cublas": 1600.0},
+                "b2b_ms": {"step": 0.1, "cublas": 0.1 * ratio}, "b2b_graph_ms": {"step": 0.1, "cublas": 0.12},
+                "energy_note": None, "host_launch_us": {"step": 25.0, "cublas": 8.0}, **extra})
+    return rec
+
+
+def test_energy_and_b2b_ratios_of_one_record():
+    rec = _energy(2048, 2048, 2048, 0.9, 2.0, 2.5, "2030-01-01")
+    assert records.energy_ratio(rec) == pytest.approx(0.8)  # step / cuBLAS: below 1 the step uses less
+    assert records.clock_ratio(rec) == pytest.approx(1700.0 / 1600.0)
+    assert records.b2b_ratio(rec) == pytest.approx(0.9)  # cuBLAS / step, as ratio_to_cublas
+    assert records.b2b_ratio(rec, "b2b_graph_ms") == pytest.approx(1.2)
+    old = _broad(2048, 2048, 2048, 0.9, "2030-01-01")  # written before energy existed
+    assert records.energy_ratio(old) is None and records.b2b_ratio(old) is None and records.clock_ratio(old) is None
+    missing = dict(rec, energy_j_per_gemm={"step": None, "cublas": None}, energy_note="no NVML")
+    assert records.energy_ratio(missing) is None and records.b2b_ratio(missing) == pytest.approx(0.9)
+
+
+def test_energy_classes_are_geometric_means_of_per_shape_ratios():
+    sweep = [_energy(2048, 2048, 2048, 0.9, 2.0, 2.5, "2030-01-01"),  # square: 0.8
+             _energy(4096, 4096, 4096, 1.0, 10.0, 8.0, "2030-01-01"),  # square: 1.25
+             _energy(1024, 1024, 8192, 0.8, 3.0, 2.0, "2030-01-01"),  # few-wave: 1.5
+             dict(_energy(2304, 2304, 9216, 0.9, 1.0, 1.0, "2030-01-01"), energy_j_per_gemm=None)]  # no energy
+    classes = records.energy_classes(sweep)
+    assert set(classes) == {"square", "few-wave long-K", "all"}
+    assert classes["square"]["energy_geomean"] == pytest.approx(1.0)  # sqrt(0.8 x 1.25), not their mean 1.025
+    assert (classes["square"]["energy_lowest"], classes["square"]["energy_highest"]) == (pytest.approx(0.8), pytest.approx(1.25))
+    assert classes["few-wave long-K"]["shapes"] == 1 and classes["few-wave long-K"]["records"] == 2
+    assert classes["all"]["energy_geomean"] == pytest.approx((0.8 * 1.25 * 1.5) ** (1 / 3))
+    assert classes["square"]["b2b_geomean"] == pytest.approx((0.9 * 1.0) ** 0.5)
+    assert classes["square"]["time_geomean"] == pytest.approx((0.9 * 1.0) ** 0.5)
+    assert records.energy_classes([]) == {}
+
+
+def test_energy_sweep_reads_the_energy_files_and_the_class_table_shows_them(tmp_path):
+    plain = {"broad_sweep": [_broad(2048, 2048, 2048, 0.9, "2030-01-01T00:00:00")],
+             "broad_sweep_reversed": [_broad(2048, 2048, 2048, 0.95, "2030-01-01T00:01:00")]}
+    recs = []
+    for i, (tag, rows) in enumerate(plain.items()):
+        recs += write_runs(tmp_path / str(i), {tag: rows})
+    table = records.sweep_class_table(recs)
+    assert table.startswith("| order | class |") and "Energy per GEMM" not in table  # old records: no energy table
+    assert records.energy_class_table(recs) == "" and records.energy_sweep(recs) == []
+    energy = {"broad_sweep_energy": [_energy(2048, 2048, 2048, 0.9, 2.0, 2.5, "2030-01-02T00:00:00"),
+                                     _energy(1024, 1024, 8192, 0.8, 3.0, 2.0, "2030-01-02T00:00:01")],
+              "broad_sweep_energy_reversed": [_energy(2048, 2048, 2048, 0.9, 2.2, 2.0, "2030-01-02T00:01:00")]}
+    for i, (tag, rows) in enumerate(energy.items()):
+        recs += write_runs(tmp_path / f"e{i}", {tag: rows})
+    assert [records.shape_of(r) for r in records.energy_sweep(recs)] == [(2048, 2048, 2048), (1024, 1024, 8192)]
+    assert [records.energy_ratio(r) for r in records.energy_sweep(recs, order="reversed")] == [pytest.approx(1.1)]
+    assert [r["ratio_to_cublas"] for r in records.broad_sweep(recs)] == [pytest.approx(0.9)]  # the energy files stay apart
+    table = records.sweep_class_table(recs)
+    assert "Energy per GEMM from NVML's total-energy counter" in table
+    assert "| forward | square | 1 of 1 | 0.800 | 0.800 - 0.800 | 1.062 | 0.900 | 0.900 | 1.200 |" in table
+    assert "| forward | few-wave long-K | 1 of 1 | 1.500 |" in table
+    assert f"| forward | all | 2 of 2 | {(0.8 * 1.5) ** 0.5:.3f} |" in table and "| reversed | all | 1 of 1 | 1.100 |" in table

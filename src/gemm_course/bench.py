@@ -16,27 +16,72 @@ Protocol (every number the book shows comes from here):
   block of 100 back-to-back launches of each;
 * a record stores provenance: GPU, driver, CUDA, torch, cutlass-dsl, clocks, date, command.
 
+On request (:func:`bench_step`'s ``b2b_seconds``, ``graph``, ``energy_seconds``,
+``host_breakdown``; ``scripts/gpu_energy_b2b.py`` asks for all of them) the step and cuBLAS
+are also timed as a user's loop sees them, and their energy is measured; providers alternate
+and swap order every other round, as above (:func:`sustained`):
+
+* back to back with the host in the loop (:func:`back_to_back`): N launches of the prepared
+  launcher and of ``torch.mm`` with no GPU sleep ahead, wall clock around the loop with a
+  synchronize at its end, and CUDA events around it; N covers ``b2b_seconds`` at the per-launch
+  median (at least 10). Recorded per launch as ``b2b_ms`` (wall clock) and ``b2b_event_ms``,
+  medians over ``b2b_rounds`` rounds, beside the per-launch medians above;
+* the same N launches captured in one CUDA graph on a side stream and replayed
+  (:func:`graph_back_to_back`): ``b2b_graph_ms``, the GPU's back-to-back time with no host in
+  the loop (None, with ``b2b_graph_note``, where capture fails);
+* energy per GEMM from NVML's total-energy counter (``nvmlDeviceGetTotalEnergyConsumption``,
+  millijoules, :func:`open_meter`): each provider runs back to back for ``energy_seconds``
+  (:func:`energy_block`: chunks of about ``chunk_ms`` of GPU work, at most two chunks queued ahead
+  of the host, which polls the counter and the SM clock while it waits). The counter moves in
+  coarse steps, so the board's power is taken between the first and the last step the poll saw
+  (steps in the block's first 100 ms are skipped, as they may still count the idle time before
+  it), and times the block's event-timed ms per launch it is the energy per GEMM;
+  ``energy_j_per_gemm`` is the mean over ``energy_rounds`` rounds, ``energy_window_s`` the seconds
+  between counter steps it rests on, ``sm_clock_mhz_median`` the median of the NVML clock
+  samples taken during the blocks. Without NVML, or without the counter, the energy fields are
+  None and ``energy_note`` says why;
+* the host's time per call of the launcher and of ``torch.mm``, and of the launcher's parts
+  (:func:`host_launch_breakdown`): ``host_launch_breakdown_us``.
+
 Records are JSON files under ``results/<gpu-slug>/``, written by :func:`write_records`;
-:mod:`gemm_course.records` reads and queries them (``load_records``, ``latest`` and ``RESULTS_DIR``
-are also reachable from here, where the chapters look for them).
+:mod:`gemm_course.records` holds the writer and the schema, reads and queries the records (``write_records``,
+``load_records``, ``latest``, ``RESULTS_DIR`` and the broad sweep's shapes are also reachable from here,
+where the chapters and scripts look for them). This module imports :mod:`gemm_course.records`,
+never the other way round.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
-import json
-import os
+import math
 import platform
 import statistics
 import subprocess
+import time
 from typing import Callable, Optional, Sequence
 
 from . import ladder, records
 from .problem import GemmProblem, make_inputs, reference, relative_error
-from .records import RESULTS_DIR, latest, load_records  # noqa: F401  (the chapters call bench.load_records, bench.latest)
+from .records import (  # noqa: F401  (re-exported: the chapters and scripts call bench.load_records, bench.write_records, ...)
+    FEW_WAVE_KS,
+    FEW_WAVE_MNS,
+    LLM_MS,
+    LLM_NKS,
+    RESULTS_DIR,
+    SCHEMA,
+    SWEEP_SQUARES,
+    broad_sweep_shapes,
+    dump_records,
+    gpu_slug,
+    latest,
+    load_records,
+    shape_class,
+    write_records,
+)
 
-SCHEMA = 1
+_now = time.perf_counter  # the host clock of every wall-clock measurement here (the tests replace it)
 
 
 def tflops(problem: GemmProblem, ms: float) -> float:
@@ -59,15 +104,13 @@ def summarize(times_ms: list) -> dict:
 
 def host_seconds_per_launch(fn: Callable, launches: int = 20) -> float:
     """Host time to enqueue one launch (no synchronization inside the loop)."""
-    import time
-
     import torch
 
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = _now()
     for _ in range(launches):
         fn()
-    t = (time.perf_counter() - t0) / launches
+    t = (_now() - t0) / launches
     torch.cuda.synchronize()
     return t
 
@@ -128,6 +171,337 @@ def compare(providers: dict, warmup: int = 10, repeats: int = 100, rounds: int =
 
 
 # ---------------------------------------------------------------------------------------------
+# as a user's loop sees it: back to back with the host in the loop, a CUDA graph, energy
+# ---------------------------------------------------------------------------------------------
+
+B2B_MIN_LAUNCHES = 10
+B2B_MAX_LAUNCHES = 5000
+ENERGY_SKIP_S = 0.1  # counter steps in a block's first 100 ms are not used (they may count the idle time before it)
+
+
+def b2b_launches(per_launch_ms: float, seconds: float) -> int:
+    """Launches of a back-to-back block: enough to cover ``seconds`` at ``per_launch_ms``, at least
+    :data:`B2B_MIN_LAUNCHES`, at most :data:`B2B_MAX_LAUNCHES`."""
+    n = math.ceil(seconds * 1e3 / per_launch_ms) if per_launch_ms > 0 else B2B_MAX_LAUNCHES
+    return max(B2B_MIN_LAUNCHES, min(B2B_MAX_LAUNCHES, n))
+
+
+def back_to_back(fn: Callable, launches: int) -> dict:
+    """``launches`` calls of ``fn`` with the host in the loop (no GPU sleep ahead, as a training loop
+    launches): ``wall_ms``, the host's wall clock from before the first call to after a
+    synchronize at the end, and ``event_ms``, CUDA events around the loop, each per launch."""
+    import torch
+
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = _now()
+    start.record()
+    for _ in range(launches):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    wall = _now() - t0
+    return {"wall_ms": wall * 1e3 / launches, "event_ms": start.elapsed_time(end) / launches}
+
+
+def capture_graph(fn_on: Callable, launches: int):
+    """A ``torch.cuda.CUDAGraph`` of ``launches`` calls, captured on a side stream: ``fn_on(stream)``
+    returns the callable that launches on ``stream`` (a launcher bound to it; ``torch.mm`` takes
+    the current stream, which is ``stream`` during the capture). One call on the side stream
+    before the capture, as torch asks; the capture is relaxed (a launch path that makes a call CUDA
+    deems unsafe during capture is not refused for it)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    fn = fn_on(side)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side, capture_error_mode="relaxed"):
+        for _ in range(launches):
+            fn()
+    return graph
+
+
+def graph_back_to_back(fn_on: Callable, launches: int, replays: int = 1) -> float:
+    """ms per launch of ``launches`` calls captured in one CUDA graph (:func:`capture_graph`),
+    from CUDA events around ``replays`` replays after one untimed replay."""
+    import torch
+
+    graph = capture_graph(fn_on, launches)
+    graph.replay()  # the first replay uploads the graph
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    ms = start.elapsed_time(end) / (launches * replays)
+    graph.reset()
+    return ms
+
+
+class EnergyMeter:
+    """NVML's total-energy counter (millijoules since the driver loaded) and SM clock of one GPU."""
+
+    def __init__(self, nvml, handle):
+        self.nvml, self.handle = nvml, handle
+
+    def energy_mj(self) -> int:
+        return self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
+
+    def sm_clock_mhz(self) -> Optional[float]:
+        try:
+            return float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
+        except Exception:
+            return None
+
+
+def _nvml_handle(nvml, device: int):
+    """The NVML handle of torch's CUDA device ``device``: by PCI bus id (CUDA and NVML may number
+    GPUs differently), else NVML's index ``device``."""
+    try:
+        import torch
+
+        p = torch.cuda.get_device_properties(device)
+        bus = f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
+        for key in (bus, bus.encode()):
+            try:
+                return nvml.nvmlDeviceGetHandleByPciBusId(key)
+            except Exception:
+                continue
+    except Exception:
+        pass
+    return nvml.nvmlDeviceGetHandleByIndex(device)
+
+
+def open_meter(device: int = 0) -> tuple:
+    """``(EnergyMeter, None)``, or ``(None, why not)`` where ``pynvml`` (nvidia-ml-py) is missing,
+    NVML does not start or the GPU has no total-energy counter. Imports ``pynvml`` only here."""
+    try:
+        import pynvml
+    except ImportError as e:
+        return None, f"no NVML: the pynvml module (nvidia-ml-py) is not installed ({e})"
+    try:
+        pynvml.nvmlInit()
+    except Exception as e:
+        return None, f"NVML did not start: {type(e).__name__}: {e}"
+    try:
+        handle = _nvml_handle(pynvml, device)
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except Exception as e:
+        return None, f"NVML's total-energy counter is not available on this GPU: {type(e).__name__}: {e}"
+    return EnergyMeter(pynvml, handle), None
+
+
+def energy_block(fn: Callable, seconds: float, chunk: int, meter: EnergyMeter, in_flight: int = 2,
+                 clock_every_s: float = 0.01, skip_s: float = ENERGY_SKIP_S) -> dict:
+    """Energy per launch of ``fn`` run back to back for ``seconds``, from NVML's counter.
+
+    The host enqueues ``chunk`` launches at a time and records an event after each chunk; it keeps
+    at most ``in_flight`` chunks queued ahead of the GPU and, while it waits for the oldest to
+    finish (and once after every chunk), polls the counter, noting each time the value changed,
+    and the SM clock every ``clock_every_s``. Power is the energy between the first and the last
+    change after ``skip_s`` over the host time between them; times the block's event-timed ms per
+    launch it is the energy per launch. Where the host launches more slowly than the GPU runs, the
+    gaps between launches count too, as they do in a user's loop. With fewer than two such changes,
+    the counter's readings before and after the block (``method: whole block``: coarse).
+
+    Returns ``{launches, event_ms, power_w, window_s, j_per_gemm, clocks_mhz, changes, method}``."""
+    import torch
+
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    pending: collections.deque = collections.deque()
+    changes, clocks_mhz = [], []
+    e0 = last = meter.energy_mj()
+    t0 = _now()
+    next_clock = t0
+
+    def poll():
+        nonlocal last, next_clock
+        e, t = meter.energy_mj(), _now()
+        if e != last:
+            changes.append((t, e))
+            last = e
+        if t >= next_clock:
+            mhz = meter.sm_clock_mhz()
+            if mhz is not None:
+                clocks_mhz.append(mhz)
+            next_clock = t + clock_every_s
+
+    launches = 0
+    start.record()
+    while _now() - t0 < seconds:
+        for _ in range(chunk):
+            fn()
+        launches += chunk
+        ev = torch.cuda.Event()
+        ev.record()
+        pending.append(ev)
+        poll()
+        while len(pending) > in_flight:
+            while not pending[0].query():
+                poll()
+            pending.popleft()
+    end.record()
+    torch.cuda.synchronize()
+    t1, e1 = _now(), meter.energy_mj()
+    event_ms = start.elapsed_time(end) / launches
+    used = [(t, e) for t, e in changes if t - t0 >= skip_s]
+    if len(used) >= 2 and used[-1][0] > used[0][0]:
+        (ta, ea), (tb, eb) = used[0], used[-1]
+        power, window, method = (eb - ea) / 1e3 / (tb - ta), tb - ta, "counter changes"
+    else:
+        power, window, method = (e1 - e0) / 1e3 / (t1 - t0), t1 - t0, "whole block"
+    return {"launches": launches, "event_ms": event_ms, "power_w": power, "window_s": window,
+            "j_per_gemm": power * event_ms / 1e3, "clocks_mhz": clocks_mhz, "changes": len(changes), "method": method}
+
+
+def energy_fields(blocks: dict, note: Optional[str] = None) -> dict:
+    """A record's energy fields from each provider's :func:`energy_block` results (``{name: [block,
+    ...]}``, one per round): per provider the mean energy per GEMM over the rounds and each round's,
+    the seconds of counter window it rests on, the launches, the mean power and the median SM clock
+    of all samples. A provider without blocks gets None; ``energy_note`` is ``note`` (why there is
+    no energy) or, where a block fell back to the whole-block reading, says so."""
+    out = {"energy_j_per_gemm": {}, "energy_j_per_gemm_rounds": {}, "energy_window_s": {}, "energy_launches": {},
+           "energy_power_w": {}, "sm_clock_mhz_median": {}}
+    whole = []
+    for name, rounds in blocks.items():
+        if not rounds:
+            for key in out:
+                out[key][name] = None
+            continue
+        out["energy_j_per_gemm"][name] = statistics.mean(b["j_per_gemm"] for b in rounds)
+        out["energy_j_per_gemm_rounds"][name] = [b["j_per_gemm"] for b in rounds]
+        out["energy_window_s"][name] = sum(b["window_s"] for b in rounds)
+        out["energy_launches"][name] = sum(b["launches"] for b in rounds)
+        out["energy_power_w"][name] = statistics.mean(b["power_w"] for b in rounds)
+        samples = [mhz for b in rounds for mhz in b["clocks_mhz"]]
+        out["sm_clock_mhz_median"][name] = statistics.median(samples) if samples else None
+        whole += [name for b in rounds if b["method"] != "counter changes"]
+    if note is None and whole:
+        note = (f"{len(whole)} block(s) ({', '.join(sorted(set(whole)))}) saw fewer than two counter changes: "
+                "energy read before and after the block (coarse)")
+    out["energy_note"] = note
+    return out
+
+
+def sustained(providers: dict, per_launch_ms: dict, b2b_seconds: float = 0.0, b2b_rounds: int = 2,
+              energy_seconds: float = 0.0, energy_rounds: int = 2, graph_providers: Optional[dict] = None,
+              meter: Optional[EnergyMeter] = None, meter_note: Optional[str] = None, chunk_ms: float = 1.0) -> dict:
+    """The record fields of the user's-loop measurements of ``providers`` (``{name: fn}``, each's
+    per-launch median in ``per_launch_ms``): back-to-back blocks (:func:`back_to_back`, when
+    ``b2b_seconds``) and energy blocks (:func:`energy_block`, when ``energy_seconds``; None
+    with ``meter_note`` as the reason when ``meter`` is None), a provider's back-to-back block
+    before its energy block, providers in turn and in the opposite order every other round; then,
+    with ``graph_providers`` (``{name: fn_on(stream)}``), each provider's launches in a CUDA graph
+    (:func:`graph_back_to_back`, as many as its back-to-back block). Back-to-back values are
+    medians over the rounds."""
+    names = list(providers)
+    launches = {n: b2b_launches(per_launch_ms[n], b2b_seconds or 0.05) for n in names}
+    chunks = {n: max(1, round(chunk_ms / per_launch_ms[n])) for n in names}
+    b2b = {n: [] for n in names}
+    energy = {n: [] for n in names}
+    measure_energy = energy_seconds > 0 and meter is not None
+    rounds = max(b2b_rounds if b2b_seconds > 0 else 0, energy_rounds if measure_energy else 0)
+    for i in range(rounds):
+        for name in names if i % 2 == 0 else names[::-1]:
+            if b2b_seconds > 0 and i < b2b_rounds:
+                b2b[name].append(back_to_back(providers[name], launches[name]))
+            if measure_energy and i < energy_rounds:
+                energy[name].append(energy_block(providers[name], energy_seconds, chunks[name], meter))
+    out: dict = {}
+    if b2b_seconds > 0:
+        out["b2b_ms"] = {n: statistics.median(b["wall_ms"] for b in b2b[n]) for n in names}
+        out["b2b_event_ms"] = {n: statistics.median(b["event_ms"] for b in b2b[n]) for n in names}
+    if b2b_seconds > 0 or graph_providers:
+        out["b2b_launches"] = launches
+    if graph_providers:
+        out["b2b_graph_ms"], notes = {}, []
+        for name, fn_on in graph_providers.items():
+            try:
+                out["b2b_graph_ms"][name] = graph_back_to_back(fn_on, launches[name])
+            except Exception as e:  # capture refused: recorded, not fatal
+                out["b2b_graph_ms"][name] = None
+                notes.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
+        out["b2b_graph_note"] = "; ".join(notes) or None
+    if energy_seconds > 0:
+        out.update(energy_fields(energy, None if measure_energy else meter_note))
+    return out
+
+
+def host_launch_breakdown(launch, cublas: Callable, check: Optional[Callable] = None, launches: int = 200,
+                          repeats: int = 5) -> dict:
+    """The host's time per call, in us (median over ``repeats`` loops of ``launches`` calls, each
+    loop behind a GPU sleep so no call waits for the GPU): the prepared launcher (``launcher``,
+    a ``run.Launcher``), ``torch.mm`` (``torch_mm``), and the launcher's parts: building its
+    argument tuple (``call_arguments``), the DSL turning it into C pointers
+    (``execution_args``, no launch) and a launch from C pointers built once beforehand
+    (``prebuilt``: the compiled function's executor, ``compiled.to(None)``, its
+    ``run_compiled_program``; no Python argument handling). ``check(launch_fn)``,
+    if given, runs ``launch_fn`` once on a poisoned output and returns its relative error
+    (``prebuilt_rel_error``): the prebuilt path must compute the same GEMM. Parts this DSL
+    version lacks are None, with ``note``."""
+    import torch
+
+    from . import arch
+
+    def per_call(fn) -> float:
+        values = []
+        for _ in range(repeats):
+            torch.cuda.synchronize()
+            _queue_ahead(launches * 100e-6)  # 100 us of GPU sleep per call queued
+            t0 = _now()
+            for _ in range(launches):
+                fn()
+            values.append((_now() - t0) / launches * 1e6)
+            torch.cuda.synchronize()
+        return statistics.median(values)
+
+    out = {"launcher": per_call(launch), "torch_mm": per_call(cublas), "launches": launches, "repeats": repeats,
+           "call_arguments": None, "execution_args": None, "prebuilt": None, "prebuilt_rel_error": None, "note": None}
+    out["call_arguments"] = per_call(lambda: arch.call_arguments(launch.operands, launch.stream))
+    compiled = launch.artifacts.compiled
+    try:
+        args = arch.call_arguments(launch.operands, launch.stream)
+        executor = compiled.to(None)  # bound to the current device, as a call's default executor is
+        out["execution_args"] = per_call(lambda: executor.generate_execution_args(*args))
+        exe_args, adapted = executor.generate_execution_args(*args)  # adapted: kept alive while exe_args are used
+
+        def prebuilt():
+            executor.run_compiled_program(exe_args)
+
+        if check is not None:
+            out["prebuilt_rel_error"] = check(prebuilt)
+        out["prebuilt"] = per_call(prebuilt)
+        del adapted
+    except Exception as e:
+        out["note"] = f"{type(e).__name__}: {str(e)[:200]}"
+    return out
+
+
+def bench_seconds(step_ms: float, cublas_ms: float, warmup: int = 10, repeats: int = 100, rounds: int = 5,
+                  seed_launches: int = 100, b2b_seconds: float = 0.0, b2b_rounds: int = 2, graph: bool = False,
+                  energy_seconds: float = 0.0, energy_rounds: int = 2, peers_ms: Sequence[float] = (),
+                  overhead_s: float = 0.5) -> float:
+    """An estimate of :func:`bench_step`'s seconds on one shape from the providers' per-launch ms:
+    GPU time of every launch it makes, the energy blocks, and ``overhead_s`` for inputs, the check
+    and Python (not the first compile of a config)."""
+    every = step_ms + cublas_ms + sum(peers_ms)
+    seconds = every * (warmup + min(20, max(repeats, 2)) + seed_launches + rounds * repeats) / 1e3 + overhead_s
+    for ms in (step_ms, cublas_ms):
+        n = b2b_launches(ms, b2b_seconds or 0.05)
+        seconds += (b2b_rounds * n * ms / 1e3 if b2b_seconds > 0 else 0.0) + (2 * n * ms / 1e3 if graph else 0.0)
+        seconds += energy_rounds * max(energy_seconds, ms / 1e3) if energy_seconds > 0 else 0.0
+    return seconds
+
+
+# ---------------------------------------------------------------------------------------------
 # provenance
 # ---------------------------------------------------------------------------------------------
 
@@ -181,43 +555,9 @@ def environment() -> dict:
     return env
 
 
-def gpu_slug(name: str) -> str:
-    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
-
-
 # ---------------------------------------------------------------------------------------------
 # benchmarks
 # ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
-# the broad sweep: the shape classes the final kernel is judged on
-# ---------------------------------------------------------------------------------------------
-
-SWEEP_SQUARES = (2048, 3072, 4096, 6144, 7168, 8192, 10240, 12288, 16384)
-LLM_MS = (4096, 8192, 16384)
-LLM_NKS = (1536, 2048, 3584, 4096, 5120, 7168, 11008, 14336, 28672)
-FEW_WAVE_MNS = (1024, 2048, 3072)
-FEW_WAVE_KS = (8192, 16384, 32768)
-
-
-def broad_sweep_shapes() -> dict:
-    """{class: [(m, n, k), ...]}: squares 2048-16384 (non-powers of two included); LLM shapes, for
-    each M every N and every K once (a Latin square over the nine values: 27 of the 243); few-wave
-    long-K shapes, every (M, N) pair with the three Ks in turn, plus 2304 x 2304 x 9216."""
-    values = len(LLM_NKS)
-    llm = [(m, LLM_NKS[j], LLM_NKS[(j + 3 * i + 1) % values]) for i, m in enumerate(LLM_MS) for j in range(values)]
-    pairs = [(m, n) for m in FEW_WAVE_MNS for n in FEW_WAVE_MNS]
-    few = [(m, n, FEW_WAVE_KS[(i + i // 3) % len(FEW_WAVE_KS)]) for i, (m, n) in enumerate(pairs)] + [(2304, 2304, 9216)]
-    return {"square": [(s, s, s) for s in SWEEP_SQUARES], "llm": llm, "few-wave long-K": few}
-
-
-def shape_class(m: int, n: int, k: int) -> str:
-    """The broad sweep's class of a shape (``other`` outside it)."""
-    for name, shapes in broad_sweep_shapes().items():
-        if (m, n, k) in shapes:
-            return name
-    return "other"
 
 
 PEERS = ("triton",)  # kernels a reader would otherwise use, timed beside cuBLAS on request
@@ -243,8 +583,16 @@ def _peer(name: str, a, b):
 
 def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeats: int = 100, rounds: int = 5,
                seed: int = 0, command: str = "", env: Optional[dict] = None, seed_launches: int = 100,
-               peers: Sequence[str] = ()) -> dict:
-    """Check, then time ``step`` and cuBLAS (and any ``peers``) interleaved on ``problem``; return a record."""
+               peers: Sequence[str] = (), b2b_seconds: float = 0.0, b2b_rounds: int = 2, graph: bool = False,
+               energy_seconds: float = 0.0, energy_rounds: int = 2, meter: Optional[tuple] = None,
+               host_breakdown: bool = False) -> dict:
+    """Check, then time ``step`` and cuBLAS (and any ``peers``) interleaved on ``problem``; return a record.
+
+    Then, on request, the step and cuBLAS as a user's loop sees them (:func:`sustained`): back to
+    back with the host in the loop (``b2b_seconds`` > 0), in a CUDA graph (``graph``), and their
+    energy per GEMM (``energy_seconds`` > 0; ``meter`` is :func:`open_meter`'s pair, opened here when
+    not given), and the host's time per launch in parts (``host_breakdown``,
+    :func:`host_launch_breakdown`). Without a request the record has none of these fields."""
     import torch
 
     from . import run
@@ -270,6 +618,40 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
     timed = compare(providers, warmup, repeats, rounds, seed_launches)
     clocks_after = clocks()
     ours, theirs = summarize(timed["step"]["each"]), summarize(timed["cublas"]["each"])
+    extra, protocol = {}, {}
+    if b2b_seconds > 0 or graph or energy_seconds > 0:
+        if energy_seconds > 0 and meter is None:
+            meter = open_meter(torch.cuda.current_device())
+        graphs = None
+        if graph:
+            from cuda.bindings import driver as cuda
+
+            graphs = {"step": lambda stream: dataclasses.replace(launch, stream=cuda.CUstream(stream.cuda_stream)),
+                      "cublas": lambda stream: cublas}
+        extra = sustained({"step": launch, "cublas": cublas}, {"step": ours["median"], "cublas": theirs["median"]},
+                          b2b_seconds, b2b_rounds, energy_seconds, energy_rounds, graphs,
+                          *(meter if energy_seconds > 0 else (None, None)))
+        if b2b_seconds > 0 or graph:
+            protocol["b2b"] = {"seconds": b2b_seconds, "rounds": b2b_rounds, "graph": graph, "timing": (
+                "host in the loop: N launches with no GPU sleep ahead, wall clock around the loop and a synchronize at "
+                "its end (b2b_ms) and CUDA events around it (b2b_event_ms), medians over rounds; b2b_graph_ms: the "
+                "same N launches captured in one CUDA graph on a side stream, events around a replay")}
+        if energy_seconds > 0:
+            protocol["energy"] = {"seconds": energy_seconds, "rounds": energy_rounds, "skip_s": ENERGY_SKIP_S,
+                                  "source": "NVML nvmlDeviceGetTotalEnergyConsumption (mJ)", "method": (
+                                      "back to back, at most two chunks of ~1 ms queued ahead of the host; power "
+                                      "between the first and last counter change the host's poll saw, times the "
+                                      "block's event-timed ms per launch; SM clock: NVML samples during the blocks")}
+    if host_breakdown:
+        nan = float("nan")
+
+        def check(fn):
+            c.fill_(nan)
+            fn()
+            torch.cuda.synchronize()
+            return relative_error(c, reference(a, b))
+
+        extra["host_launch_breakdown_us"] = host_launch_breakdown(launch, cublas, check)
 
     def as_tflops(summary, seed_mean):
         return {
@@ -300,6 +682,7 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
             "version": 3,
             "seed_launches": seed_launches,
             "inputs": "torch.randn bf16 (fresh, seeded)", "cublas": "torch.mm(a, b.t(), out=c)",
+            **protocol,
         },
         "time_ms": ours,
         "cublas_time_ms": theirs,
@@ -309,6 +692,7 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
         "host_launch_us": {"step": timed["step"]["host_launch_us"], "cublas": timed["cublas"]["host_launch_us"]},
         "rel_error": err,
         "command": command,
+        **extra,
         **({"peers": {name: _peer_entry(name, problem, timed[name], theirs, peer_outputs[name], a, b, as_tflops)
                       for name in peers}} if peers else {}),
     }
@@ -323,24 +707,3 @@ def _peer_entry(name, problem, timed, cublas_summary, out, a, b, as_tflops) -> d
 
         entry["config"] = triton_peer.best_config(problem.m, problem.n, problem.k)
     return entry
-
-
-def write_records(records: list, tag: str, out_dir: Optional[str] = None) -> str:
-    """Write one JSON file of records under ``results/<gpu-slug>/``; return its path."""
-    if not records:
-        raise ValueError("no records to write")
-    gpu = records[0].get("gpu") or "unknown-gpu"
-    folder = out_dir or os.path.join(RESULTS_DIR, gpu_slug(gpu))
-    os.makedirs(folder, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = os.path.join(folder, f"{stamp}_{tag}.json")
-    with open(path, "w") as f:
-        f.write(dump_records(records))
-    return path
-
-
-def dump_records(records: list, schema: int = SCHEMA) -> str:
-    """A records file's text: one compact JSON line per record, so files stay small (the tree travels
-    to the GPU machine) and a diff still shows records one by one."""
-    lines = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in records)
-    return f'{{"schema": {schema}, "records": [\n{lines}\n]}}\n'

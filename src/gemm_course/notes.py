@@ -29,7 +29,9 @@ def _cell(r) -> str:
 def measured_block(records=None) -> str:
     """The block between the markers: the newest record of each Hopper step at 4096^3 and 8192^3,
     and the final step's broad sweep in both orders by class and shape (:func:`gemm_course.records.broad_sweep`;
-    without one, the newest sweep, :func:`gemm_course.records.latest_sweep`)."""
+    without one, the newest sweep, :func:`gemm_course.records.latest_sweep`); where records of the
+    final step carry energy or back-to-back times (:func:`gemm_course.records.energy_sweep`), their
+    table by class (:func:`gemm_course.records.energy_class_table`) and by shape (:func:`_energy_lines`)."""
     records = rec.load_records() if records is None else records
     out = [
         "Median TFLOP/s (p10-p90) against cuBLAS's median in the same run, and the ratio; "
@@ -44,9 +46,13 @@ def measured_block(records=None) -> str:
         out.append(f"| {step.key} {step.title} | {_cell(recs[0])} | {_cell(recs[1])} | {', '.join(files) or '-'} |")
     final = ladder.final("sm90")
     broad = {order: rec.broad_sweep(records, final.key, order) for order in rec.BROAD_SWEEP_ORDERS}
+    energy = {order: rec.energy_sweep(records, final.key, order) for order in rec.ENERGY_SWEEP_ORDERS}
     if all(broad.values()):
-        out += _broad_sweep_lines(final.key, broad)
+        out += _broad_sweep_lines(final.key, broad, records)  # its class table includes the energy table
+        out += _energy_lines(energy)
         return "\n".join(out)
+    if any(energy.values()):
+        out += ["", rec.energy_class_table(records, final.key)] + _energy_lines(energy)
     sweep = rec.latest_sweep(records, final.key)
     if sweep:
         summary = rec.sweep_summary(sweep)
@@ -67,13 +73,14 @@ def measured_block(records=None) -> str:
     return "\n".join(out)
 
 
-def _broad_sweep_lines(step: str, broad: dict) -> list:
-    """The broad sweep in both orders: a line per class and order, then each shape's ratios and
-    tile side by side (``records.broad_sweep``, ``records.sweep_classes``)."""
+def _broad_sweep_lines(step: str, broad: dict, records: list) -> list:
+    """The broad sweep in both orders (``broad``, ``records.broad_sweep`` of ``records``): a line per
+    class and order (``records.sweep_class_table``, which adds the energy table where ``records``
+    have energy), then each shape's ratios and tile side by side."""
     files = sorted({os.path.basename(r["_file"]) for rows in broad.values() for r in rows})
     out = ["", f"Broad sweep of {step}, each shape with the tile the step picks for it, in two opposite shape orders "
            f"({', '.join(files)}); Triton is the course's autotuned matmul timed in the same rounds.", "",
-           rec.sweep_class_table([r for rows in broad.values() for r in rows], step)]
+           rec.sweep_class_table(records, step)]
     out += ["", "| shape | tile | TFLOP/s | cuBLAS | ratio, forward | ratio, reversed | Triton, forward |",
             "|---|---|---|---|---|---|---|"]
     reversed_by_shape = {rec.shape_of(r): r for r in broad["reversed"]}
@@ -84,6 +91,38 @@ def _broad_sweep_lines(step: str, broad: dict) -> list:
                  f"{r['tflops']['median']:.0f}", f"{r['cublas_tflops']['median']:.0f}", f"{r['ratio_to_cublas']:.3f}",
                  f"{back['ratio_to_cublas']:.3f}" if back else "-", f"{triton:.3f}" if triton is not None else "-"]
         out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def _energy_lines(energy: dict) -> list:
+    """Each shape of the energy sweep (``{order: records}``, :func:`gemm_course.records.energy_sweep`):
+    millijoules per GEMM of the step and cuBLAS and their ratio in each order, the back-to-back
+    ratios (host in the loop, CUDA graph) and the host's microseconds per launch, forward order's
+    values where a shape has both; nothing where no record has them."""
+    if not any(energy.values()):
+        return []
+
+    def cell(x, fmt=".3f"):
+        return "-" if x is None else format(x, fmt)
+
+    out = ["", "| shape | step mJ | cuBLAS mJ | energy ratio, forward | energy ratio, reversed | back to back, host in "
+           "the loop | CUDA graph | host us per launch, step / torch.mm |", "|---|---|---|---|---|---|---|---|"]
+    by_order = {order: {rec.shape_of(r): r for r in rows} for order, rows in energy.items()}
+    shapes = list(dict.fromkeys(rec.shape_of(r) for rows in energy.values() for r in rows))
+    for shape in sorted(shapes, key=lambda s: [x for g in rec.broad_sweep_shapes().values() for x in g].index(s)):
+        fwd, back = by_order["forward"].get(shape), by_order["reversed"].get(shape)
+        r = fwd or back
+        joules = r.get("energy_j_per_gemm") or {}
+        host = r.get("host_launch_us") or {}
+        out.append("| " + " | ".join([
+            GemmProblem(*shape).label,
+            cell(None if joules.get("step") is None else joules["step"] * 1e3, ".2f"),
+            cell(None if joules.get("cublas") is None else joules["cublas"] * 1e3, ".2f"),
+            cell(rec.energy_ratio(fwd) if fwd else None), cell(rec.energy_ratio(back) if back else None),
+            cell(rec.b2b_ratio(r)), cell(rec.b2b_ratio(r, "b2b_graph_ms")),
+            f"{cell(host.get('step'), '.1f')} / {cell(host.get('cublas'), '.1f')}"]) + " |")
+    notes = sorted({r["energy_note"] for rows in energy.values() for r in rows if r.get("energy_note")})
+    out += [f"\nEnergy note: {n}" for n in notes]
     return out
 
 

@@ -14,6 +14,10 @@ launches (GPU only, once per process) find out which cluster lands in which GPC:
 clusters consecutive places in every wave of the tile order. It is a permutation whatever the
 probes find, so a kernel that uses it computes every tile once even where the GPU places a
 launch differently (another process on the GPU, say); only the merging would be lost.
+
+``main`` writes the probes' record with :func:`gemm_course.records.write_records`; nothing here
+imports :mod:`gemm_course.bench`. The Nsight Compute counters that show the coalescer at work are
+``records.COALESCER_METRICS``.
 """
 
 import functools
@@ -68,14 +72,6 @@ def from_probe_record(record: dict, cluster_size: int = 2) -> dict:
     grid = max((r for r in record["runs"] if r["cluster"] == cluster_size), key=lambda r: r["ctas"])
     cluster_sms = grid["smid"][::cluster_size]
     return {"cluster_sms": cluster_sms, "groups": groups, "places": order_from_placement(cluster_sms, groups)}
-
-
-# Nsight Compute counters of ``scripts/ncu_counters.sh`` that show the coalescer at work
-COALESCER_METRICS = {
-    "merged": "lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum",
-    "l2_lookups": "lts__t_sectors_srcunit_tex_op_read.sum",
-    "dram": "dram__bytes_read.sum",
-}
 
 
 # ---- the probes (GPU only) -------------------------------------------------------------------
@@ -144,7 +140,7 @@ def main(argv=None):
 
     import torch
 
-    from . import bench
+    from . import records
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--out", default=None, help="folder for the record (default results/<gpu>/)")
@@ -161,7 +157,7 @@ def main(argv=None):
     record = {"schema": 1, "kind": "placement", "gpu": torch.cuda.get_device_name(), "sms": sms, "torch": torch.__version__,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "runs": runs,
               "command": "python3 -m gemm_course.placement"}
-    print("wrote", bench.write_records([record], "placement", args.out))
+    print("wrote", records.write_records([record], "placement", args.out))
 
 
 if __name__ == "__main__":

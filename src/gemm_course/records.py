@@ -1,16 +1,22 @@
-"""Result records: where they live, how they are read, and the queries that the book's pages,
-``NOTES.md`` (:mod:`gemm_course.notes`), the exercises and the figures share.
+"""Result records: their schema, where they live, how they are written and read, and the queries
+that the book's pages, ``NOTES.md`` (:mod:`gemm_course.notes`), the exercises and the figures share.
 
-A record is one JSON object of a results file under ``results/<gpu-slug>/`` (written by
-:func:`gemm_course.bench.write_records`); :func:`load_records` reads them all and stores each
-one's file in ``'_file'``, which also names its *run*. Kinds: ``bench`` (a step timed against
-cuBLAS, :func:`gemm_course.bench.bench_step`), ``clocks`` (``scripts/gpu_clocks.py``) and
-``timeline`` (``scripts/gpu_timeline.py``). The A/B runs of ``scripts/gpu_tune.py`` (variants
-interleaved in one process, raw per-launch times) are files of their own, ``results/tuning/NAME.json.gz``:
-:func:`load_tuning` reads one, :func:`ab_changes` and :func:`ab_table` compare two of its variants.
+A record is one JSON object of a results file under ``results/<gpu-slug>/``, written by
+:func:`write_records` (which :mod:`gemm_course.bench` re-exports, as it does the broad sweep's
+shapes, :func:`broad_sweep_shapes`); :func:`load_records` reads them all and stores each one's
+file in ``'_file'``, which also names its *run*. Kinds: ``bench`` (a step timed against cuBLAS,
+:func:`gemm_course.bench.bench_step`), ``clocks`` (``scripts/gpu_clocks.py``), ``timeline``
+(``scripts/gpu_timeline.py``), ``placement`` (:mod:`gemm_course.placement`) and ``ncu``. The A/B
+runs of ``scripts/gpu_tune.py`` (variants interleaved in one process, raw per-launch times) are
+files of their own, ``results/tuning/NAME.json.gz``: :func:`load_tuning` reads one,
+:func:`ab_changes` and :func:`ab_table` compare two of its variants.
 
-Nothing here measures or draws: every function takes records and returns records, numbers or
-Markdown text.
+Nothing here measures or draws, and nothing here imports :mod:`gemm_course.bench` or
+:mod:`gemm_course.placement` (they import this module): apart from the writer, every function
+takes records and returns records, numbers or Markdown text. Bench records may carry energy per
+GEMM and back-to-back times (``scripts/gpu_energy_b2b.py``): :func:`energy_ratio`,
+:func:`b2b_ratio`, :func:`energy_classes` and :func:`energy_class_table` read them, and a record
+without them (every record written before them) simply has none.
 """
 
 from __future__ import annotations
@@ -32,6 +38,67 @@ RESULTS_DIR = os.environ.get(
 # Config fields added after records were written, with the value the kernels behaved as before:
 # a record without the field ran that way.
 LEGACY_FIELDS = {"gpc_order": False}
+
+SCHEMA = 1  # a results file's "schema"
+
+
+def gpu_slug(name: str) -> str:
+    """A GPU's folder name under ``results/``: ``NVIDIA H200`` -> ``nvidia-h200``."""
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
+
+
+def write_records(records: list, tag: str, out_dir: Optional[str] = None) -> str:
+    """Write one JSON file of records under ``results/<gpu-slug>/`` (or ``out_dir``), named
+    ``<UTC stamp>_<tag>.json``; return its path."""
+    import datetime
+
+    if not records:
+        raise ValueError("no records to write")
+    gpu = records[0].get("gpu") or "unknown-gpu"
+    folder = out_dir or os.path.join(RESULTS_DIR, gpu_slug(gpu))
+    os.makedirs(folder, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = os.path.join(folder, f"{stamp}_{tag}.json")
+    with open(path, "w") as f:
+        f.write(dump_records(records))
+    return path
+
+
+def dump_records(records: list, schema: int = SCHEMA) -> str:
+    """A records file's text: one compact JSON line per record, so files stay small (the tree travels
+    to the GPU machine) and a diff still shows records one by one."""
+    lines = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in records)
+    return f'{{"schema": {schema}, "records": [\n{lines}\n]}}\n'
+
+
+# ---------------------------------------------------------------------------------------------
+# the broad sweep: the shape classes the final kernel is judged on
+# ---------------------------------------------------------------------------------------------
+
+SWEEP_SQUARES = (2048, 3072, 4096, 6144, 7168, 8192, 10240, 12288, 16384)
+LLM_MS = (4096, 8192, 16384)
+LLM_NKS = (1536, 2048, 3584, 4096, 5120, 7168, 11008, 14336, 28672)
+FEW_WAVE_MNS = (1024, 2048, 3072)
+FEW_WAVE_KS = (8192, 16384, 32768)
+
+
+def broad_sweep_shapes() -> dict:
+    """{class: [(m, n, k), ...]}: squares 2048-16384 (non-powers of two included); LLM shapes, for
+    each M every N and every K once (a Latin square over the nine values: 27 of the 243); few-wave
+    long-K shapes, every (M, N) pair with the three Ks in turn, plus 2304 x 2304 x 9216."""
+    values = len(LLM_NKS)
+    llm = [(m, LLM_NKS[j], LLM_NKS[(j + 3 * i + 1) % values]) for i, m in enumerate(LLM_MS) for j in range(values)]
+    pairs = [(m, n) for m in FEW_WAVE_MNS for n in FEW_WAVE_MNS]
+    few = [(m, n, FEW_WAVE_KS[(i + i // 3) % len(FEW_WAVE_KS)]) for i, (m, n) in enumerate(pairs)] + [(2304, 2304, 9216)]
+    return {"square": [(s, s, s) for s in SWEEP_SQUARES], "llm": llm, "few-wave long-K": few}
+
+
+def shape_class(m: int, n: int, k: int) -> str:
+    """The broad sweep's class of a shape (``other`` outside it)."""
+    for name, shapes in broad_sweep_shapes().items():
+        if (m, n, k) in shapes:
+            return name
+    return "other"
 
 
 def load_records(results_dir: Optional[str] = None, kind: Optional[str] = "bench") -> list:
@@ -209,26 +276,35 @@ BROAD_SWEEP_ORDERS = {"forward": "_broad_sweep.json", "reversed": "_broad_sweep_
 
 def broad_sweep(records: Sequence[dict], step: Optional[str] = None, order: str = "forward") -> list:
     """``step``'s records (as the course runs it) of the broad sweep in one shape order
-    (``scripts/gpu_broad_sweep.sh``, :func:`gemm_course.bench.broad_sweep_shapes`): for each shape of
+    (``scripts/gpu_broad_sweep.sh``, :func:`broad_sweep_shapes`): for each shape of
     the sweep, its newest record from the files of that order, in the sweep's shape order. A shape
     re-measured after a change (the script given shapes) replaces its older record."""
-    from . import bench, ladder
+    return _newest_per_sweep_shape(records, step, (BROAD_SWEEP_ORDERS[order],))
+
+
+def _newest_per_sweep_shape(records: Sequence[dict], step: Optional[str], suffixes: Sequence[str], keep=None) -> list:
+    """For each broad-sweep shape, in the sweep's order, the newest record of ``step`` (as the course
+    runs it; default the final Hopper step) from files whose names end with one of ``suffixes``
+    and for which ``keep(record)`` holds."""
+    from . import ladder
 
     step = step or ladder.final("sm90").key
-    suffix = BROAD_SWEEP_ORDERS[order]
     newest = {}
     for r in records:
-        if r["step"] == step and r.get("_file", "").endswith(suffix) and has_default_config(r, ladder.get(step)):
+        if (r["step"] == step and r.get("_file", "").endswith(tuple(suffixes)) and (keep is None or keep(r))
+                and has_default_config(r, ladder.get(step))):
             shape = shape_of(r)
             if shape not in newest or (r.get("date", ""), r["_file"]) > (newest[shape].get("date", ""), newest[shape]["_file"]):
                 newest[shape] = r
-    shapes = [s for group in bench.broad_sweep_shapes().values() for s in group]
+    shapes = [s for group in broad_sweep_shapes().values() for s in group]
     return [newest[s] for s in shapes if s in newest]
 
 
 def sweep_class_table(records: Sequence[dict], step: Optional[str] = None) -> str:
     """A Markdown table of ``step``'s broad sweep, a row per order and shape class
-    (:func:`broad_sweep`, :func:`sweep_classes`); empty without a broad sweep."""
+    (:func:`broad_sweep`, :func:`sweep_classes`); empty without a broad sweep. Where the records
+    hold a broad sweep with energy (:func:`energy_sweep`), its table (:func:`energy_class_table`)
+    follows, after a blank line."""
     rows = ["| order | class | shapes | geometric mean | lowest | at or above cuBLAS | Triton (course's) |",
             "|---|---|---|---|---|---|---|"]
     for order in BROAD_SWEEP_ORDERS:
@@ -236,21 +312,21 @@ def sweep_class_table(records: Sequence[dict], step: Optional[str] = None) -> st
             triton = "-" if c["triton_geomean"] is None else f"{c['triton_geomean']:.3f}"
             rows.append(f"| {order} | {name} | {c['shapes']} | {c['geomean']:.3f} | {c['lowest']:.3f} "
                         f"({c['lowest_shape']}) | {c['at_or_above']} | {triton} |")
-    return "\n".join(rows) if len(rows) > 2 else ""
+    table = "\n".join(rows) if len(rows) > 2 else ""
+    energy = energy_class_table(records, step)
+    return "\n\n".join(t for t in (table, energy) if t)
 
 
 def sweep_classes(sweep: Sequence[dict]) -> dict:
-    """{class: summary} of a sweep by the broad sweep's shape classes (``bench.shape_class``): shapes,
+    """{class: summary} of a sweep by the broad sweep's shape classes (:func:`shape_class`): shapes,
     geometric mean and lowest ratio to cuBLAS, shapes at or above it, and the course's Triton
     matmul's geometric mean where it was timed (None otherwise); ``all`` for the whole sweep; ``{}``
     for an empty sweep."""
-    from . import bench
-
     if not sweep:
         return {}
     groups: dict = {}
     for r in sweep:
-        groups.setdefault(bench.shape_class(*shape_of(r)), []).append(r)
+        groups.setdefault(shape_class(*shape_of(r)), []).append(r)
     groups["all"] = list(sweep)
     out = {}
     for name, rows in groups.items():
@@ -271,6 +347,106 @@ def sweep_summary(sweep: Sequence[dict]) -> dict:
     seed = [r["tflops"]["seed_mean"] / r["cublas_tflops"]["seed_mean"] for r in sweep]
     return {"ratios": ratios, "seed_ratios": seed, "geomean": geomean(ratios), "seed_geomean": geomean(seed),
             "at_or_above": sum(x >= 1 for x in ratios), "shapes": len(ratios)}
+
+
+# ---------------------------------------------------------------------------------------------
+# energy per GEMM and back-to-back times (scripts/gpu_energy_b2b.py, bench.sustained)
+# ---------------------------------------------------------------------------------------------
+
+ENERGY_SWEEP_ORDERS = {"forward": "_broad_sweep_energy.json", "reversed": "_broad_sweep_energy_reversed.json"}
+
+
+def _pair_ratio(record: dict, field: str, numerator: str, denominator: str) -> Optional[float]:
+    values = record.get(field) or {}
+    top, bottom = values.get(numerator), values.get(denominator)
+    return top / bottom if top is not None and bottom else None
+
+
+def energy_ratio(record: dict) -> Optional[float]:
+    """The step's energy per GEMM over cuBLAS's in the same rounds (below 1: the step uses less),
+    or None where the record has no energy (older records, or NVML was missing: ``energy_note``)."""
+    return _pair_ratio(record, "energy_j_per_gemm", "step", "cublas")
+
+
+def clock_ratio(record: dict) -> Optional[float]:
+    """The step's median SM clock over cuBLAS's during their energy blocks, or None."""
+    return _pair_ratio(record, "sm_clock_mhz_median", "step", "cublas")
+
+
+def b2b_ratio(record: dict, field: str = "b2b_ms") -> Optional[float]:
+    """cuBLAS's back-to-back time per launch over the step's, as ``ratio_to_cublas`` is (above 1:
+    the step is faster): ``b2b_ms`` (host in the loop, wall clock), ``b2b_event_ms`` or
+    ``b2b_graph_ms`` (a CUDA graph); None where the record lacks it."""
+    return _pair_ratio(record, field, "cublas", "step")
+
+
+def _has_user_loop(record: dict) -> bool:
+    return "energy_j_per_gemm" in record or "b2b_ms" in record or "b2b_graph_ms" in record
+
+
+def energy_sweep(records: Sequence[dict], step: Optional[str] = None, order: str = "forward") -> list:
+    """``step``'s broad sweep in one shape order from the records that carry energy or back-to-back
+    times: for each shape, its newest such record from the energy sweep's files
+    (``scripts/gpu_energy_b2b.py``: :data:`ENERGY_SWEEP_ORDERS`) or the broad sweep's
+    (:data:`BROAD_SWEEP_ORDERS`, should a full broad sweep measure them too), in the sweep's order."""
+    return _newest_per_sweep_shape(records, step, (ENERGY_SWEEP_ORDERS[order], BROAD_SWEEP_ORDERS[order]),
+                                   keep=_has_user_loop)
+
+
+def _geomean_or_none(values: Sequence[Optional[float]]) -> Optional[float]:
+    values = [v for v in values if v is not None]
+    return geomean(values) if values else None
+
+
+def energy_classes(sweep: Sequence[dict]) -> dict:
+    """{class: summary} of a sweep's energy and back-to-back ratios by broad-sweep class
+    (:func:`shape_class`; ``all`` for the whole sweep): ``shapes`` with an energy ratio, the
+    geometric mean of the per-shape energy ratios (:func:`energy_ratio`) with the lowest and
+    highest, and geometric means of the clock ratio, of the per-launch ratio to cuBLAS
+    (``ratio_to_cublas``), of the back-to-back ratios (host in the loop, CUDA graph:
+    :func:`b2b_ratio`), each over the shapes that have it (None where none has); ``{}`` for an empty sweep."""
+    if not sweep:
+        return {}
+    groups: dict = {}
+    for r in sweep:
+        groups.setdefault(shape_class(*shape_of(r)), []).append(r)
+    groups["all"] = list(sweep)
+    out = {}
+    for name, rows in groups.items():
+        energy = [x for x in map(energy_ratio, rows) if x is not None]
+        out[name] = {"records": len(rows), "shapes": len(energy), "energy_geomean": _geomean_or_none(energy),
+                     "energy_lowest": min(energy) if energy else None, "energy_highest": max(energy) if energy else None,
+                     "clock_geomean": _geomean_or_none([clock_ratio(r) for r in rows]),
+                     "time_geomean": _geomean_or_none([r.get("ratio_to_cublas") for r in rows]),
+                     "b2b_geomean": _geomean_or_none([b2b_ratio(r) for r in rows]),
+                     "graph_geomean": _geomean_or_none([b2b_ratio(r, "b2b_graph_ms") for r in rows])}
+    return out
+
+
+def energy_class_table(records: Sequence[dict], step: Optional[str] = None) -> str:
+    """A caption and a Markdown table of ``step``'s energy sweep (:func:`energy_sweep`), a row per
+    order and class (:func:`energy_classes`); empty where no record has energy or back-to-back times."""
+    def cell(x, fmt=".3f"):
+        return "-" if x is None else format(x, fmt)
+
+    rows = ["| order | class | shapes | energy per GEMM, step / cuBLAS | lowest - highest | SM clock, step / cuBLAS "
+            "| per launch, cuBLAS / step | back to back, host in the loop, cuBLAS / step | CUDA graph, cuBLAS / step |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    files = set()
+    for order in ENERGY_SWEEP_ORDERS:
+        sweep = energy_sweep(records, step, order)
+        files |= {os.path.basename(r["_file"]) for r in sweep}
+        for name, c in energy_classes(sweep).items():
+            span = "-" if c["energy_lowest"] is None else f"{c['energy_lowest']:.3f} - {c['energy_highest']:.3f}"
+            rows.append(f"| {order} | {name} | {c['shapes']} of {c['records']} | {cell(c['energy_geomean'])} | {span} | "
+                        f"{cell(c['clock_geomean'])} | {cell(c['time_geomean'])} | {cell(c['b2b_geomean'])} | "
+                        f"{cell(c['graph_geomean'])} |")
+    if len(rows) == 2:
+        return ""
+    caption = (f"Energy per GEMM from NVML's total-energy counter and back-to-back times, step against cuBLAS in the "
+               f"same rounds ({', '.join(sorted(files))}): geometric means over each class's shapes of the per-shape "
+               "ratios (energy below 1: the step uses less; times above 1: the step is faster).")
+    return caption + "\n\n" + "\n".join(rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,11 +695,19 @@ def ncu_utilization(record: dict) -> list:
     return out
 
 
+# Nsight Compute counters of ``scripts/ncu_counters.sh`` that show the L2 request coalescer at work
+# (:mod:`gemm_course.placement` explains it)
+COALESCER_METRICS = {
+    "merged": "lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum",
+    "l2_lookups": "lts__t_sectors_srcunit_tex_op_read.sum",
+    "dram": "dram__bytes_read.sum",
+}
+
+
 def coalescer_counters(record: dict) -> list:
     """``[(kernel, {merged, l2_lookups: sectors; dram: bytes}), ...]`` for the kernels of an ncu record
-    of ``scripts/ncu_counters.sh`` that collected the L2 request coalescer's counters."""
-    from .placement import COALESCER_METRICS
-
+    of ``scripts/ncu_counters.sh`` that collected the L2 request coalescer's counters
+    (:data:`COALESCER_METRICS`)."""
     out = []
     for k in record.get("kernels", []):
         values = {key: ncu_metric(k, metric) for key, metric in COALESCER_METRICS.items()}
