@@ -61,11 +61,25 @@ def roofline_naive(tmp_path):
 
 
 def roofline_results(tmp_path):
+    """As the results page draws it: each step at its tile's intensity, labelled, cuBLAS a level."""
     records = _records()
-    points = rec.roofline_points(records, "sm90", 4096)
+    points = [{"label": f"step {number}", "intensity": r["config"]["tile_m"] * r["config"]["tile_n"]
+               / (r["config"]["tile_m"] + r["config"]["tile_n"] / r["config"].get("cluster_m", 1)), "tflops": r["tflops"]["median"]}
+              for number, r in rec.latest_per_step(records, "sm90", (4096, 4096, 4096)).items() if r is not None and number >= 2]
     return viz.roofline(GemmProblem(4096, 4096, 4096), 989, 4.8, points, machine_label="H200 datasheet",
-                        ceilings={"at the sustained clock (71% of boost)": 989 * 0.71},
-                        title="Every Hopper step at 4096^3 (measured) under the H200's roofs")
+                        ceilings={"at the sustained clock (71% of boost)": 989 * 0.71}, levels={"cuBLAS": 779.0},
+                        annotate=True, x_label="FLOP per byte of A and B that a CTA tile loads",
+                        title="Hopper steps 2-11 at 4096^3 (measured) by the intensity of their tiles, under the H200's roofs")
+
+
+def roofline_primer(tmp_path):
+    """The primer's: hollow tile points and long labels in the legend, under the axes."""
+    problem = GemmProblem(4096, 4096, 4096)
+    points = [{"label": "naive, every operand from DRAM", "intensity": 0.5}]
+    points += [{"label": f"{bm}x{bn} tile, no reuse across tiles", "intensity": bm * bn / (bm + bn)}
+               for bm, bn in [(64, 256), (128, 256), (256, 256)]]
+    return viz.roofline(problem, 989, 4.8, points, machine_label="H200 datasheet",
+                        title=f"A {problem.label} BF16 GEMM on the H200 roofline (datasheet figures, not measurements)")
 
 
 def smem_traffic_bars(tmp_path):
@@ -303,6 +317,7 @@ CASES = {name: (fn, mark, builder) for name, fn, mark, builder in [
     ("sweep_ratios_empty", "sweep_ratios", "fast", sweep_ratios_empty),
     ("roofline_naive", "roofline", "fast", roofline_naive),
     ("roofline_results", "roofline", "fast", roofline_results),
+    ("roofline_primer", "roofline", "fast", roofline_primer),
     ("smem_traffic_bars", "smem_traffic_bars", "fast", smem_traffic_bars),
     ("instruction_mix", "instruction_mix", "fast", instruction_mix),
     ("opcode_families", "opcode_families", "fast", opcode_families),

@@ -533,10 +533,27 @@ _FIGURES = r"""
   });
   const bare = [...document.querySelectorAll('.cell_output img')].filter(i => !i.closest('figure.gemm-figure'))
     .map(i => i.getAttribute('src').slice(0, 60));
-  return {column: {left, right}, figures, bare, pageWidth: document.documentElement.scrollWidth,
+  // every block of code, output or table: its box inside the column, and content wider than the box
+  // only where the box scrolls (overflow-x auto or scroll), never spilling out or cut off
+  const blocks = [...document.querySelectorAll(BLOCKS)].filter(b => b.offsetParent !== null).map(b => {
+    const r = b.getBoundingClientRect(), st = getComputedStyle(b);
+    let scrolls = ['auto', 'scroll'].includes(st.overflowX);
+    for (let a = b.parentElement; !scrolls && a && a !== column; a = a.parentElement) {
+      const ox = getComputedStyle(a).overflowX;
+      if (['auto', 'scroll'].includes(ox) && a.getBoundingClientRect().right <= right + 0.5) { scrolls = true; }
+    }
+    return {tag: b.tagName.toLowerCase() + (b.className ? '.' + String(b.className).split(' ')[0] : ''),
+            left: r.left, right: r.right, width: r.width, content: b.scrollWidth, box: b.clientWidth, scrolls,
+            text: (b.textContent || '').trim().slice(0, 50)};
+  }).filter(b => b.width > 0);
+  return {column: {left, right}, figures, bare, blocks, pageWidth: document.documentElement.scrollWidth,
           window: window.innerWidth};
 })()
 """
+
+
+# The blocks whose width the browser test measures: code (inputs and outputs), outputs, tables.
+BLOCKS = "pre, div.highlight, div.cell_input, div.cell_output, div.output, table, .pst-scrollable-table-container"
 
 
 def _screenshot(browser, session, path: Path, clip: dict):
@@ -562,7 +579,7 @@ def figure_visits(book, server, chromium):
         chromium.send("Page.navigate", {"url": f"{server}/{page}"}, session)
         chromium.wait_event("Page.loadEventFired", session, timeout=60)
         chromium.evaluate(_INSPECT, session)  # MathJax typeset, widgets rendered, images loaded
-        shown = chromium.evaluate(_FIGURES, session)
+        shown = chromium.evaluate(_FIGURES.replace("BLOCKS", json.dumps(BLOCKS)), session)
         if page in SCREENSHOT_PAGES:
             stem = page.replace("/", "_").removesuffix(".html")
             size = chromium.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
@@ -606,6 +623,54 @@ def test_figures_are_shown_legible_inside_the_column(figure_visits):
     for page in SCREENSHOT_PAGES:
         assert [f for f in figure_visits[page]["figures"] if f["displayed"]], f"{page} shows no figure"
         assert (SCREENSHOTS / f"{page.replace('/', '_').removesuffix('.html')}.png").stat().st_size > 0
+
+
+def test_code_output_and_tables_stay_inside_the_column(figure_visits):
+    """At the reader's width (a 1280-pixel window), every code block, output and table ends inside the
+    content column; a line longer than the column wraps or scrolls inside its block (the block, or a
+    block around it inside the column, scrolls sideways), and is never cut off or spilled over."""
+    problems = []
+    for page, v in figure_visits.items():
+        left, right = v["column"]["left"], v["column"]["right"]
+        for b in v["blocks"]:
+            if b["right"] > right + 0.5 or b["left"] < left - 0.5:
+                problems.append(f"{page}: {b['tag']} {b['text']!r} at {b['left']:.0f}-{b['right']:.0f} px, "
+                                f"column {left:.0f}-{right:.0f}")
+            elif b["content"] > b["box"] + 1 and not b["scrolls"]:
+                problems.append(f"{page}: {b['tag']} {b['text']!r}: {b['content']} px of content in {b['box']} px, "
+                                "neither wrapped nor scrollable")
+    assert not problems, "\n".join(problems[:40])
+
+
+# Machine paths: an absolute path of the build machine (its home, work or temporary folders, a
+# package's install folder; `.venv/bin/...` relative to the checkout is an instruction, not one); warnings: a Python warning's name and colon
+# as `warnings` prints it (UserWarning:, DeprecationWarning: ...).
+_MACHINE_PATH = re.compile(r"(?<![\w.:/])/(?:work|home|root|tmp|usr|opt|var|private|Users|mnt|srv)/[\w.+-]+"
+                           r"|site-packages|dist-packages")
+_WARNING = re.compile(r"\b[A-Z]\w*Warning:")
+
+
+def test_no_page_shows_a_warning_or_a_machine_path(book):
+    """The built pages (prose and every executed output) carry no Python warning and no path of the
+    machine that built them: what a page prints must not depend on where it was built."""
+    bad = {}
+    for page in _pages(book):
+        text = _text(book / page)
+        found = sorted(set(_WARNING.findall(text)) | set(_MACHINE_PATH.findall(text)))
+        if found:
+            bad[page] = found[:8]
+    assert not bad, f"pages with warnings or machine paths: {bad}"
+
+
+def test_the_page_checks_catch_warnings_and_paths():
+    """The two patterns match what a stray warning prints, and not the course's own relative paths."""
+    stray = "/work/main/src/gemm_course/viz/_style.py:168: UserWarning: constrained_layout not applied"
+    assert _WARNING.findall(stray) == ["UserWarning:"] and _MACHINE_PATH.search(stray)
+    assert _MACHINE_PATH.search("from /root/.venv/lib/python3.11/site-packages/cutlass")
+    for fine in ("results/nvidia-h200/20261201T145305Z_ladder.json", "gemm_course/viz/_style.py", "a 128/256 split",
+                 ".venv/bin/gemm-course doctor",
+                 "see https://github.com/jakubcerveny/gilbert", "bar.sync 1/2"):
+        assert not _MACHINE_PATH.search(fine) and not _WARNING.search(fine), fine
 
 
 # ---------------------------------------------------------------------------------------------

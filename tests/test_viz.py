@@ -9,6 +9,7 @@ import html
 import inspect
 import io
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -41,8 +42,12 @@ def test_ladder_bars_one_run_draws_one_cublas_line(tmp_path):
     assert measured == [50.0, 90.0]
     assert _seed_heights(fig) == sorted(viz.SEED_B200_TFLOPS.values())
     lines = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
-    assert len(lines) == 1 and lines[0].get_xdata()[0] == pytest.approx(np.median([400.0, 420.0]))
-    assert "same run" in fig.caption and "Synthetic GPU" in fig.caption and "quoted" in fig.caption
+    assert len(lines) == 1 and lines[0].get_xdata()[0] == pytest.approx(420.0)  # cuBLAS timed with step 3, the highest
+    assert "same run as step 3" in fig.caption and "Synthetic GPU" in fig.caption and "quoted" in fig.caption
+    assert "timed cuBLAS at 400 TFLOP/s" in fig.caption  # the other bar's own cuBLAS, stated
+    shown = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert "21% of cuBLAS" in shown and "12% of cuBLAS" in shown  # 90 / 420 and 50 / 420: one reference
+    assert fig.axes[0].get_xscale() == "linear" and fig.axes[0].get_xlim()[1] < 420.0 * 1.1
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert viz.SEED_LABEL in legend and "measured: Synthetic GPU, 2030-01-01" in legend
     # the seed's quoted bars are a group of their own, apart from the measured ones
@@ -52,15 +57,20 @@ def test_ladder_bars_one_run_draws_one_cublas_line(tmp_path):
 
 
 @pytest.mark.fast
-def test_ladder_bars_several_runs_use_each_records_cublas(tmp_path):
+def test_ladder_bars_several_runs_share_one_cublas_reference(tmp_path):
+    """Records from different runs: still one cuBLAS per figure (the highest step's run), named in the
+    caption with the other runs' cuBLAS beside it; no per-bar cuBLAS ticks."""
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/2", 50.0, 400.0, "2030-01-01T00:00:00")],
                              "b": [bench_record("sm90/3", 90.0, 500.0, "2030-01-02T00:00:00")]})
     fig = viz.ladder_bars(recs, arch="sm90")
-    assert not [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
-    ticks = sorted(c.get_segments()[0][0][0] for c in fig.axes[0].collections if len(c.get_segments()) == 1
-                   and c.get_segments()[0][0][0] == c.get_segments()[0][1][0])
-    assert ticks == [400.0, 500.0]
-    assert "each bar" in fig.caption and fig.caption.count("measured on") == 2
+    lines = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
+    assert len(lines) == 1 and lines[0].get_xdata()[0] == pytest.approx(500.0)
+    ticks = [c for c in fig.axes[0].collections if len(c.get_segments()) == 1
+             and c.get_segments()[0][0][0] == c.get_segments()[0][1][0]]
+    assert not ticks
+    assert "one cuBLAS reference" in fig.caption and "500 TFLOP/s" in fig.caption and "400 TFLOP/s" in fig.caption
+    assert fig.caption.count("measured on") == 2
+    assert "10% of cuBLAS" in " ".join(t.get_text() for t in fig.axes[0].texts)  # 50 / 500
 
 
 @pytest.mark.fast
@@ -436,12 +446,17 @@ def _case(name):
 @pytest.mark.parametrize("name", [_case(name) for name in CASES])
 def test_figure_is_legible_at_page_width(name, tmp_path):
     """Drawn for the content column: at most PAGE_WIDTH wide and shown at its own size, so every
-    text drawn (min font size x page width / figure width) is 9 pt or more; no text sticks out of
-    the image or is clipped, no two texts overlap; the caption is not drawn into the image."""
+    text drawn (min font size x page width / figure width) is 9 pt or more; drawing it raises no
+    warning (matplotlib's would print into the page); no text sticks out of the image or is clipped,
+    no two texts overlap; the caption is not drawn into the image."""
     fig = CASES[name][2](tmp_path)
     width = fig.get_size_inches()[0]
     assert width <= viz.PAGE_WIDTH + 1e-9, f"{name}: {width:.2f} in wide, the page is {viz.PAGE_WIDTH}"
-    r = _style.render(fig, dpi=72)
+    with warnings.catch_warnings(record=True) as caught:  # a warning would print, with a machine path, in the page
+        warnings.simplefilter("always")
+        r = _style.render(fig, dpi=72)
+        fig._repr_html_()
+    assert not caught, f"{name}: drawing it warns: {[str(w.message)[:80] for w in caught]}"
     assert r.texts, f"{name}: no text drawn"
     at_page = r.min_pt() * min(1.0, viz.PAGE_WIDTH / width)
     small = sorted({(t.size, t.text[:30]) for t in r.shown if t.size < viz.TEXT_PT})
@@ -512,3 +527,24 @@ def test_mix_changes_names_the_classes_that_changed():
     text = viz.mix_changes({"sm90/7": {"integer/address math": 800, "TMA copy": 3, "FP32": 1},
                             "sm90/8": {"integer/address math": 900, "TMA copy": 3, "FP32": 1}})
     assert text == "sm90/7 -> sm90/8, static SASS counts: integer/address math 800 -> 900 (+100); 2 other classes unchanged"
+
+
+@pytest.mark.fast
+def test_roofline_labels_points_that_share_an_intensity_apart():
+    """The results page's roofline: steps that share a tile intensity are spread sideways and
+    labelled on the plot, labels at least a gap apart, and the caption says the points were moved."""
+    from gemm_course.viz.ladder import _spread
+
+    assert _spread([1.0, 1.0, 1.0], 0.5) == pytest.approx([0.5, 1.0, 1.5])
+    assert _spread([0.0, 5.0], 1.0) == [0.0, 5.0]  # far apart: untouched
+    placed = _spread([3.0, 1.0, 1.1, 1.2], 0.4)
+    assert placed[0] == 3.0 and all(b - a >= 0.4 - 1e-9 for a, b in zip(placed[1:], placed[2:]))
+    points = [{"label": f"step {n}", "intensity": 128.0, "tflops": 700.0 + n} for n in range(5, 12)]
+    fig = viz.roofline(GemmProblem.square(4096), 989, 4.8, points, levels={"cuBLAS": 779.0}, annotate=True)
+    ax = fig.axes[0]
+    xs = sorted(line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() not in ("None", None, "")
+                and len(line.get_xdata()) == 1)
+    assert len(xs) == 7 and len(set(xs)) == 7 and xs[0] < 128 < xs[-1]
+    assert {t.get_text() for t in ax.texts} >= {f"step {n}" for n in range(5, 12)}
+    assert "drawn a little apart sideways" in fig.caption
+    assert "cuBLAS: 779 TFLOP/s" in [t.get_text() for t in ax.get_legend().get_texts()]

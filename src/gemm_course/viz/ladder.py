@@ -50,25 +50,38 @@ def _gpus(recs) -> str:
     return ", ".join(sorted({str(r.get("gpu")) for r in recs})) or "?"
 
 
-def _value_text(rec: dict) -> str:
+def _value_text(rec: dict, reference: float) -> str:
+    """A bar's value and its share of the figure's one cuBLAS reference (TFLOP/s)."""
     h = rec["tflops"]["median"]
-    ratio = h / rec["cublas_tflops"]["median"]
+    ratio = h / reference
     return f"{h:.3g} TFLOP/s\n{ratio:.1%} of cuBLAS" if ratio < 0.1 else f"{h:.0f} TFLOP/s\n{ratio:.0%} of cuBLAS"
 
 
+def cublas_reference(recorded: dict, live: Optional[dict] = None) -> Optional[tuple]:
+    """The one cuBLAS a ladder figure compares every bar with: ``(TFLOP/s, step number, record)``,
+    the cuBLAS median timed in the same run as the highest-numbered step drawn (the live one, if a
+    live record of it exists: then every bar is compared with this session's cuBLAS)."""
+    for pool in (live or {}, recorded):
+        if pool:
+            number = max(pool)
+            return pool[number]["cublas_tflops"]["median"], number, pool[number]
+    return None
+
+
 def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, gpu: Optional[str] = None,
-                live: Optional[Sequence[dict]] = None, log: bool = True, highlight: Sequence[int] = (),
+                live: Optional[Sequence[dict]] = None, log: bool = False, highlight: Sequence[int] = (),
                 numbers: Optional[Sequence[int]] = None) -> Figure:
     """One horizontal bar per ladder step: the newest bench record of each (median, whiskers
-    min..max), its value and share of cuBLAS in a column at the right.
+    min..max), its value and share of cuBLAS in a column at the right; a linear axis from 0 to just
+    past the largest value drawn (``log``: a log axis instead).
 
     Two groups, drawn apart: the measured bars (top panel; the legend names the GPU and the dates)
     and, at 4096^3, the seed series' B200 figures, quoted from the seed, not measured here (bottom
     panel, hatched grey).
 
-    * cuBLAS: if every drawn record comes from one run (one results file), one dashed line at
-      the median of that run's cuBLAS medians; otherwise a short cuBLAS tick across each bar, the
-      cuBLAS timed with that bar. The caption says which.
+    * cuBLAS: one reference per figure (:func:`cublas_reference`): the cuBLAS median timed in the
+      same run as the highest-numbered step drawn, a dashed line; every bar's percentage is of it.
+      The caption names it, and the range of cuBLAS over the other runs drawn.
     * ``live``: records the running notebook measured on its GPU (not from ``results/``), drawn below the
       recorded bar of their step, with their own cuBLAS ticks.
     * no records: only the seed's bars, and a note that no measurement exists yet.
@@ -97,7 +110,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     rows = [] if message else sorted(set(measured) | set(live_by_step))
     seed_rows = sorted(seed)
     runs = sorted({run_of(r) for r in have.values()})
-    cublas_each = len(runs) > 1
+    reference = cublas_reference(have, live_by_step)
     series = [("recorded", have, MEASURED)] + ([("live", live_by_step, LIVE)] if live_by_step else [])
 
     # Rows are laid out in inches (y data unit = 1 inch): each step's title above its bar(s).
@@ -143,12 +156,8 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
                     xerr=[[max(h - t["min"], 0)], [max(t["max"] - h, 0)]], capsize=2.5, ecolor="black",
                     error_kw={"linewidth": 0.8}, edgecolor="black" if num in highlight else "none",
                     linewidth=2.0 if num in highlight else 0)
-            ax.text(1.02, y, _value_text(val), transform=blended, ha="left", va="center", fontsize=TEXT_PT,
+            ax.text(1.02, y, _value_text(val, reference[0]), transform=blended, ha="left", va="center", fontsize=TEXT_PT,
                     color="black" if name == "recorded" else "#1a6e1a", clip_on=False, linespacing=1.0)
-            if name == "live" or cublas_each:
-                c = val["cublas_tflops"]["median"]
-                ax.vlines(c, y - thick * 0.55, y + thick * 0.55, colors=CUBLAS, linewidth=2.0)
-                top = max(top, c)
             top = max(top, t["max"])
             lows.append(t["min"])
     for num in rows:
@@ -162,23 +171,21 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
         handles.append(Patch(color=LIVE, label=f"live: this session, {_gpus(live_by_step.values())}"))
 
     cublas_note = ""
-    if have and not cublas_each:
-        cublas = [r["cublas_tflops"]["median"] for r in have.values()]
-        line = float(np.median(cublas))
-        for a in (ax, sax):
-            if a is not None:
-                a.axvline(line, color=CUBLAS, linestyle="--", linewidth=1.5)
+    if reference is not None:
+        line, ref_step, ref_rec = reference
+        ax.axvline(line, color=CUBLAS, linestyle="--", linewidth=1.5)  # not across the seed's B200 panel
+        which = "this session's run" if ref_step in live_by_step and ref_rec is live_by_step[ref_step] else "its run"
         handles.append(Line2D([], [], color=CUBLAS, linestyle="--", linewidth=1.5,
-                              label=f"cuBLAS, timed in the same run ({line:.0f} TFLOP/s)"))
+                              label=f"cuBLAS: {line:.0f} TFLOP/s, timed with step {ref_step} in {which}"))
         top = max(top, line)
-        spread = f" (range {min(cublas):.0f}-{max(cublas):.0f})" if len(cublas) > 1 else ""
-        cublas_note = (f"Dashed line: cuBLAS (torch.mm) timed interleaved in the same run, median of the "
-                       f"{len(cublas)} per-step cuBLAS medians{spread}.")
-    elif have or live_by_step:
-        handles.append(Line2D([], [], color=CUBLAS, linewidth=2.0, label="cuBLAS, timed with each bar"))
-        cublas_note = ("Red ticks: cuBLAS (torch.mm) timed interleaved with each bar in that bar's own run"
-                       + (" (the records come from different runs, so there is no single cuBLAS line)." if cublas_each
-                          else "."))
+        others = sorted({round(r["cublas_tflops"]["median"]) for r in list(have.values()) + list(live_by_step.values())
+                         if r is not ref_rec})
+        spread = (f" The other bars' own runs timed cuBLAS at {others[0]}-{others[-1]} TFLOP/s"
+                  if len(others) > 1 else f" The other bars' own runs timed cuBLAS at {others[0]} TFLOP/s" if others else "")
+        cublas_note = (f"Dashed line and every percentage: one cuBLAS reference, cuBLAS (torch.mm) at {m}x{n}x{k} timed "
+                       f"interleaved in the same run as step {ref_step}, {line:.0f} TFLOP/s ({ref_rec.get('gpu')}, "
+                       f"{ref_rec.get('date', '')[:10]}, {ref_rec.get('_file') or 'this session'})."
+                       + (spread + ", so a percentage can differ from the ratio in its own record." if spread else ""))
 
     if message:
         where = f" on {gpu}" if gpu else ""
@@ -219,7 +226,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
         ax.set_xscale("log")
         ax.set_xlim(min([1.0] + [v / 3 for v in lows]), top * 2.5)  # the naive step sits near 1 TFLOP/s
     else:
-        ax.set_xlim(0, top * 1.08)
+        ax.set_xlim(0, top * 1.04)
     bottom_ax.set_xlabel("TFLOP/s (BF16, higher is better)" + (", log scale" if log else ""))
     for a in (ax, sax):
         if a is not None:
@@ -323,13 +330,40 @@ def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
                             f"run; {provenance(sweep[0])}.{more}", alt="Dot plot")
 
 
+def _spread(values: Sequence[float], gap: float) -> list:
+    """``values`` moved apart as little as possible (least squares) so that neighbours are at least
+    ``gap`` apart, order kept: label positions that do not overlap. Blocks of labels that would
+    collide are merged and each block is centred on the values it holds."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    blocks = []  # [first slot, count, start position]
+    for slot, i in enumerate(order):
+        blocks.append([slot, 1, values[i]])
+        while len(blocks) > 1 and blocks[-2][2] + blocks[-2][1] * gap > blocks[-1][2]:
+            last = blocks.pop()
+            first, count, _ = blocks[-1]
+            count += last[1]
+            desired = [values[order[k]] - (k - first) * gap for k in range(first, first + count)]
+            blocks[-1] = [first, count, sum(desired) / count]
+    out = [0.0] * len(values)
+    for first, count, start in blocks:
+        for k in range(first, first + count):
+            out[order[k]] = start + (k - first) * gap
+    return out
+
+
 def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable = (),
-             machine_label: str = "", title: Optional[str] = None, ceilings: Optional[dict] = None) -> Figure:
+             machine_label: str = "", title: Optional[str] = None, ceilings: Optional[dict] = None,
+             levels: Optional[dict] = None, annotate: bool = False, x_label: Optional[str] = None) -> Figure:
     """Attainable TFLOP/s = min(peak, intensity x bandwidth), with the problem and kernels on it.
 
     ``points``: dicts ``{'label', 'intensity' (FLOP/byte), 'tflops' (optional, measured)}``.
     A point without ``tflops`` is drawn hollow on the roof: the bound its intensity allows.
     ``ceilings``: ``{label: TFLOP/s}`` lower compute roofs drawn dashed (e.g. fp32 without tensor cores).
+    ``levels``: ``{label: TFLOP/s}`` horizontal reference lines (e.g. cuBLAS, measured).
+    ``annotate``: label the measured points on the plot (each beside its marker, labels moved apart
+    so none overlaps, a thin line to its point) instead of in the legend; measured points that share
+    an intensity are spread a little sideways so that every marker shows (the caption says so).
+    The legend sits under the axes in one column; the figure grows with it.
     """
     ridge = peak_tflops / bandwidth_tbs
     points = list(points)
@@ -339,12 +373,18 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
     x = np.logspace(math.log10(lo), math.log10(hi), 400)
     roof = np.minimum(peak_tflops, x * bandwidth_tbs)
 
-    fig = new_figure(PAGE_WIDTH, 5.6)
+    legend_entries = 1 + len(ceilings or {}) + len(levels or {}) + sum(
+        1 for p in points if not (annotate and p.get("tflops") is not None))
+    wrap = 84  # characters of a legend line at 9 pt across the page
+    legend_lines = legend_entries + sum(len(str(p["label"])) // wrap for p in points)
+    fig = new_figure(PAGE_WIDTH, 5.0 + 0.24 * legend_lines)
     ax = fig.add_subplot()
     ax.loglog(x, roof, color="black", linewidth=2, label=f"roof {machine_label}".strip())
     for i, (label, value) in enumerate((ceilings or {}).items()):
         ax.plot(x, np.minimum(value, x * bandwidth_tbs), color="grey", linestyle=("--", ":", "-.")[i % 3], linewidth=1.2,
-                label=f"{label}: {value:.4g} TFLOP/s")
+                label=textwrap.fill(f"{label}: {value:.4g} TFLOP/s", wrap))
+    for label, value in (levels or {}).items():
+        ax.axhline(value, color=CUBLAS, linestyle=(0, (4, 2)), linewidth=1.3, label=textwrap.fill(f"{label}: {value:.0f} TFLOP/s", wrap))
     ax.axvline(ridge, color="grey", linestyle=":", linewidth=1)
     ax.annotate(f"ridge\n{ridge:.0f} FLOP/B", (ridge, 0.04), xycoords=("data", "axes fraction"), xytext=(-4, 0),
                 textcoords="offset points", ha="right", va="bottom", fontsize=TEXT_PT, color="grey")
@@ -354,6 +394,16 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
                 xycoords=("data", "axes fraction"), xytext=(4, 0), textcoords="offset points", ha="left",
                 fontsize=TEXT_PT, color=MEASURED)
     markers = "osD^v<>p*h"
+    measured = [p for p in points if p.get("tflops") is not None]
+    same_x = {}
+    for p in measured:
+        same_x.setdefault(round(math.log10(p["intensity"]), 6), []).append(p)
+    shown_x = {}
+    for group in same_x.values():
+        for j, p in enumerate(group):
+            shown_x[id(p)] = p["intensity"] * 10 ** (0.045 * (j - (len(group) - 1) / 2)) if annotate else p["intensity"]
+    spread = annotate and any(len(g) > 1 for g in same_x.values())
+    drawn = []
     for i, p in enumerate(points):
         bound = min(peak_tflops, p["intensity"] * bandwidth_tbs)
         mk = markers[i % len(markers)]
@@ -361,21 +411,41 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
         if p["label"] == "cuBLAS":
             mk = "*"  # never the marker and colour of a step (the cycles repeat after ten points)
         if p.get("tflops") is not None:
-            ax.plot(p["intensity"], p["tflops"], mk, label=f"{p['label']} (measured)", **style)
+            (line,) = ax.plot(shown_x[id(p)], p["tflops"], mk, label=None if annotate else f"{p['label']} (measured)", **style)
+            drawn.append((p, line))
         else:
             ax.plot(p["intensity"], bound, mk, markersize=9, markerfacecolor="none", markeredgewidth=1.8,
-                    label=f"{p['label']}: at most {bound:.3g} TFLOP/s")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of DRAM traffic)")
+                    label=textwrap.fill(f"{p['label']}: at most {bound:.3g} TFLOP/s", wrap))
+    y_lo = min(roof.min(), min([p.get("tflops") or roof.min() for p in points] or [roof.min()])) / 3
+    y_hi = peak_tflops * 2.5
+    ax.set_ylim(y_lo, y_hi)
+    ax.set_xlim(lo, hi)
+    if annotate and drawn:
+        # labels beside their group of points: the rightmost group's to the right, the next to the left, ...
+        span = math.log10(y_hi) - math.log10(y_lo)
+        groups = sorted(same_x.values(), key=lambda g: -g[0]["intensity"])
+        colors = {id(p): line.get_color() for p, line in drawn}
+        for rank, group in enumerate(groups):
+            right = rank % 2 == 0
+            ys = _spread([math.log10(p["tflops"]) for p in group], 0.052 * span)
+            edge = (max if right else min)(shown_x[id(p)] for p in group)
+            tx = edge * (1.55 if right else 1 / 1.55)
+            for p, ty in zip(group, ys):  # a text and a thin leader line (not an arrow: its box would cover others)
+                ax.plot([shown_x[id(p)], tx], [p["tflops"], 10 ** ty], color="#999999", linewidth=0.7, zorder=1)
+                ax.text(tx * (1.03 if right else 1 / 1.03), 10 ** ty, p["label"], ha="left" if right else "right",
+                        va="center", fontsize=TEXT_PT, color=colors[id(p)])
+    ax.set_xlabel(x_label or "arithmetic intensity (FLOP per byte of DRAM traffic)")
     ax.set_ylabel("TFLOP/s")
-    ax.set_ylim(min(roof.min(), min([p.get("tflops") or roof.min() for p in points] or [roof.min()])) / 3,
-                peak_tflops * 2.5)
     ax.set_title(wrap_title(title or f"Roofline: {problem.label} BF16 GEMM", 72), fontsize=TEXT_PT + 2)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=2 if len(points) > 3 else 1,
-              frameon=False)
-    return set_caption(fig, f"Roof: peak {peak_tflops:g} TFLOP/s and {bandwidth_tbs:g} TB/s "
-                            f"{('(' + machine_label + ')') if machine_label else ''}; hollow markers sit on the roof at "
-                            "the bound their intensity allows, filled ones are measured.", alt="Roofline chart, log-log")
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.12), ncol=1, frameon=False)
+    caption = (f"Roof: peak {peak_tflops:g} TFLOP/s and {bandwidth_tbs:g} TB/s "
+               f"{('(' + machine_label + ')') if machine_label else ''}; hollow markers sit on the roof at the bound "
+               "their intensity allows, filled ones are measured.")
+    if spread:
+        caption += (" Measured points that share an intensity are drawn a little apart sideways (a few percent of "
+                    "their intensity) so that each shows; each is labelled.")
+    return set_caption(fig, caption, alt="Roofline chart, log-log")
 
 
 def smem_traffic_bars(rows: dict, title: str = "Shared-memory traffic of the main loop at the tensor cores' rate") -> Figure:
