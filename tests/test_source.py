@@ -61,3 +61,25 @@ def test_a_per_shape_choice_is_part_of_the_listing_and_the_diff():
     assert "config_for" not in source.flatten("sm90/10")
     added = [line for line in source.diff("sm90/11", context=0).splitlines() if line.startswith("+")]
     assert "+def config_for(problem, config: Config = Config()) -> Config:" in added
+
+
+STEP2_SINGLE_CTA = ("mainloop", "epilogue", "allocate_accumulator", "free_accumulator")  # sm100/2's own kernel's helpers
+
+
+def test_a_listing_holds_only_what_the_launch_reaches():
+    """From step 5 on the CTA pair replaces step 2's single-CTA kernel: its helpers are inherited
+    but never called, so ``source sm100/6`` leaves them out; ``source sm100/2`` still shows them."""
+    six, two = source.flatten("sm100/6"), source.flatten("sm100/2")
+    for name in STEP2_SINGLE_CTA:
+        assert f"# ---- {name}, from sm100/2" in two
+        assert f"# ---- {name}, from" not in six and f"def {name}(" not in six
+        assert name not in source.reachable("sm100/6")
+    assert "# ---- make_epilogue_copy, from sm100/2" in six  # epilogue_tma still calls this one
+    assert {"mainloop", "epilogue"}.isdisjoint(source.reachable("sm90/6"))  # the Hopper ladder alike
+    assert "workspace_shapes" in source.reachable("sm100/11")  # a static method: the host calls it
+
+
+def test_cli_source_of_step_6_leaves_out_step_2s_kernel(capsys):
+    assert cli.main(["source", "sm100/6"]) == 0
+    out = capsys.readouterr().out
+    assert "def mma_k_tile" in out and not any(f"def {name}(" in out for name in STEP2_SINGLE_CTA)

@@ -4,8 +4,10 @@ Each step's kernel file holds only what its chapter adds: the class ``Gemm`` sub
 previous step's and overrides a few methods. :func:`flatten` resolves the inheritance: the step's
 ``Config`` with every field (and the step that introduced it), the step's own choice of config per
 shape if it has one (:data:`HOST_FUNCTIONS`), then every method its ``Gemm`` uses, each from the
-step that defines it last. (``check_config`` and ``can_implement`` are left out: each step's
-delegates to its parent's, so their listings would not be the whole check.) :func:`diff` compares the flattened parent with
+step that defines it last, and only the methods the step's launch reaches (:func:`reachable`:
+steps 5 on inherit step 2's single-CTA ``mainloop`` and ``epilogue``, which their kernels never
+call). (``check_config`` and ``can_implement`` are left out: each step's delegates to its
+parent's, so their listings would not be the whole check.) :func:`diff` compares the flattened parent with
 the flattened step, so the diff is the chapter's idea and nothing else; :func:`changed_lines`
 counts it. ``gemm-course source STEP`` and ``gemm-course diff STEP`` print them.
 :func:`phase_source` cuts one numbered phase (``# 3. main loop``) out of a step's kernel.
@@ -13,6 +15,7 @@ counts it. ``gemm-course source STEP`` and ``gemm-course diff STEP`` print them.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import inspect
@@ -70,8 +73,8 @@ def _host_function_lines(step) -> list:
     return lines
 
 
-def _methods(step) -> dict:
-    """``{name: (defining step, source)}`` of every method ``Gemm`` has, most-derived definition."""
+def _all_methods(step) -> dict:
+    """``{name: (defining step, source)}`` of every member ``Gemm`` has, most-derived definition."""
     gemm = step.load().Gemm
     out = {}
     for cls in gemm.__mro__:
@@ -93,6 +96,51 @@ def _methods(step) -> dict:
     return out
 
 
+ROOTS = ("__init__", "__call__")  # where a launch enters ``Gemm``; static and class methods are entry points too
+
+
+def _self_references(src: str) -> set:
+    """The names ``src`` reads off ``self`` (``self.mainloop(...)``, ``self.tile_mnk``)."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return set()
+    return {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"}
+
+
+def reachable(step) -> set:
+    """The ``Gemm`` methods a launch of ``step`` can reach: from :data:`ROOTS` and the static and
+    class methods (the host calls those on the class, e.g. ``workspace_shapes``), every method named
+    as ``self.NAME`` in a reached method's source, most-derived definitions only (a static call
+    graph: it follows the source, not the values)."""
+    step = ladder.get(step)
+    members = _all_methods(step)
+    gemm = step.load().Gemm
+    roots = {name for name in members if name in ROOTS}
+    for cls in gemm.__mro__:
+        roots |= {name for name, value in vars(cls).items()
+                  if name in members and isinstance(value, (staticmethod, classmethod))}
+    seen, todo = set(roots), list(roots)
+    while todo:
+        for name in _self_references(members[todo.pop()][1]):
+            if name in members and name not in seen:
+                seen.add(name)
+                todo.append(name)
+    return seen
+
+
+def _methods(step) -> dict:
+    """``{name: (defining step, source)}`` of every attribute of ``Gemm`` and every method
+    :func:`reachable` from its launch, most-derived definition."""
+    keep = reachable(step)
+    return {name: value for name, value in _all_methods(step).items() if name in keep or not _is_method(value[1])}
+
+
+def _is_method(src: str) -> bool:
+    return "\n" in src or src.lstrip().startswith(("def ", "@"))
+
+
 def flatten(step) -> str:
     """The step as one listing: docstring, resolved Config, its host functions, and each ``Gemm``
     member tagged with its step."""
@@ -101,7 +149,7 @@ def flatten(step) -> str:
     head = [f"# {step.key}: {step.title}", f'"""{(mod.__doc__ or "").strip()}"""', ""]
     body = _config_lines(step) + _host_function_lines(step) + ["", "", f"class Gemm:  # {step.key}, inheritance resolved"]
     members = _methods(step)
-    attributes = sorted((n, v) for n, v in members.items() if "\n" not in v[1] and not v[1].lstrip().startswith(("def ", "@")))
+    attributes = sorted((n, v) for n, v in members.items() if not _is_method(v[1]))
     methods = [(n, v) for n, v in members.items() if (n, v) not in attributes]
     for name, (where, src) in attributes:
         body.append(f"    {src}  # from {where}")
