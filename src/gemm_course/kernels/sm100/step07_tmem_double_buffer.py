@@ -45,9 +45,15 @@ def tmem_columns(config) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(parent.Config):
-    tiles_per_cta: int = 2
+class OverlapConfig(parent.Config):
+    """Step 7's Config less ``tiles_per_cta``: what step 8, whose scheduler decides the tiles, keeps."""
+
     acc_stages: int = 2  # accumulators in tensor memory: 2 x 256 columns
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(OverlapConfig):
+    tiles_per_cta: int = 2
 
 
 def check_accumulators(config) -> tuple:
@@ -56,11 +62,16 @@ def check_accumulators(config) -> tuple:
     return True, ""
 
 
+def check_overlap_config(config: OverlapConfig):
+    """What step 7 checks but ``tiles_per_cta``: the accumulators, then step 6's rules."""
+    ok, why = check_accumulators(config)
+    return parent.check_config(config) if ok else (ok, why)
+
+
 def check_config(config: Config):
     if config.tiles_per_cta < 1:
         return False, "tiles_per_cta must be at least 1"
-    ok, why = check_accumulators(config)
-    return parent.check_config(config) if ok else (ok, why)
+    return check_overlap_config(config)
 
 
 class Gemm(parent.Gemm):

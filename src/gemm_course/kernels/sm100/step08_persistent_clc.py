@@ -35,7 +35,6 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
-from . import step06_warp_specialized
 from . import step07_tmem_double_buffer as parent
 from .step02_tcgen05_tma import AB_DTYPE
 from .step04_tma_store import C_DTYPE, can_implement  # noqa: F401  (same shapes as step 4)
@@ -47,16 +46,14 @@ CLC_RESPONSE_BYTES = 16  # try_cancel writes one 128-bit answer
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(step06_warp_specialized.Config):
-    acc_stages: int = 2  # step 7's two accumulators; the scheduler, not tiles_per_cta, decides the tiles
+class Config(parent.OverlapConfig):  # step 7's less tiles_per_cta: the scheduler decides the tiles
     clc_stages: int = 1  # answers in flight: the scheduler asks one tile ahead of the cluster (only 1 is admitted)
 
 
 def check_config(config: Config):
     if config.clc_stages != 1:  # NVIDIA's B200-tested CLC kernels keep one answer in flight; more was never run
         return False, f"clc_stages = {config.clc_stages}: only 1 is supported (one scheduler answer in flight)"
-    ok, why = parent.check_accumulators(config)
-    return step06_warp_specialized.check_config(config) if ok else (ok, why)
+    return parent.check_overlap_config(config)
 
 
 class Gemm(parent.Gemm):

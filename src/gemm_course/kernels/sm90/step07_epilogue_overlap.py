@@ -34,14 +34,22 @@ from .step05_cluster_multicast import WARPGROUP
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(parent.Config):
+class OverlapConfig(parent.Config):
+    """Step 7's Config less ``tiles_per_cta``: what step 8, whose scheduler decides the tiles, keeps."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(OverlapConfig):
     tiles_per_cta: int = 2
+
+
+check_overlap_config = parent.check_config  # what step 7 checks but tiles_per_cta: step 6's rules
 
 
 def check_config(config: Config):
     if config.tiles_per_cta < 1:
         return False, "tiles_per_cta must be at least 1"
-    return parent.check_config(config)
+    return check_overlap_config(config)
 
 
 class Gemm(parent.Gemm):

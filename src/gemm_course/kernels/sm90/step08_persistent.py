@@ -8,8 +8,8 @@ Parent: step 7. Key differences:
 * A static scheduler hands out cluster-tiles: cluster c computes c, c + G, c + 2G, ... (G
   clusters in the grid), with step 7's loop over the CTA's tiles. Cluster-tile index -> (m, n) is
   a row raster here (``cluster_tile``); steps 9 and 10 change only that function.
-* Step 7's ``tiles_per_cta`` knob is gone (the Config derives from step 6's): the scheduler
-  decides how many tiles a CTA computes.
+* Step 7's ``tiles_per_cta`` knob is gone (the Config derives from step 7's ``OverlapConfig``,
+  which lacks it): the scheduler decides how many tiles a CTA computes.
 
 Expected: at 4096^3 with 128 x 256 tiles there are 512 tiles for 132 SMs: 3.9 waves. The full
 waves gain the fill and drain of step 7's pairs and the CTA launches; the last wave keeps 58 of
@@ -25,7 +25,6 @@ import cutlass
 import cutlass.cute as cute
 
 from ... import arch
-from . import step06_warp_specialized
 from . import step07_epilogue_overlap as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 
@@ -33,11 +32,11 @@ H200_SMS = 132  # compile-time grid size when no GPU is present to ask
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(step06_warp_specialized.Config):
+class Config(parent.OverlapConfig):  # step 7's less tiles_per_cta
     pass
 
 
-check_config = step06_warp_specialized.check_config
+check_config = parent.check_overlap_config
 
 
 @functools.lru_cache(maxsize=None)
