@@ -34,3 +34,45 @@ def test_step_8s_scheduler_has_no_tiles_per_cta(arch):
     assert "tiles_per_cta" in seven.config_fields() and "tiles_per_cta" not in eight.config_fields()
     assert set(eight.config_fields()) - set(seven.config_fields()) == ({"clc_stages"} if arch == "sm100" else set())
     assert not seven.check_config(seven.config(tiles_per_cta=0))[0]
+
+
+def _imports(path, src) -> set:
+    """The absolute names of the modules the source file ``path`` (under ``src``) imports, at any depth."""
+    import ast
+
+    parts = path.relative_to(src).with_suffix("").parts
+    package = ".".join(parts[:-1])  # what a relative import is relative to (also for an __init__.py)
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(part for part in (base, node.module or "") if part)
+            out |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+    return out
+
+
+def test_the_kernels_do_not_import_the_ladder():
+    """The ladder lists the kernels; a kernel module (or the layouts read from them) importing it
+    back would be an upward dependency."""
+    import pathlib
+
+    import gemm_course.kernels
+
+    root = pathlib.Path(gemm_course.kernels.__file__).parent
+    src = root.parent.parent
+    found = {str(p.relative_to(root)): _imports(p, src) for p in root.rglob("*.py")}
+    assert "gemm_course.kernels.sm100.step04_tma_store" in found["sm100/step05_cta_pair_multicast.py"]  # the scan sees imports
+    assert "gemm_course.sim" in found["sm100/step02_tcgen05_tma.py"]
+    assert not {name for name, imported in found.items() if "gemm_course.ladder" in imported}
+
+
+def test_layouts_find_the_ladders_modules():
+    from gemm_course.kernels.sm100 import layouts
+
+    for step in ladder.steps("sm100")[1:]:
+        assert layouts._step_module(step.key)[1] is step.load()
+        assert layouts._step_module(step)[0] == step.key
+    with pytest.raises(ValueError):
+        layouts._step_module("sm90/5")

@@ -29,6 +29,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import importlib
+import os
+import pkgutil
 from typing import Callable, Optional
 
 _TARGET = "sm_100a"
@@ -44,17 +47,41 @@ def trace_static(fn: Callable[[], None], target: str = _TARGET) -> None:
     arch.trace(fn, target=target)
 
 
-def _gemm(step, config):
-    from ... import ladder
+_ARCH_NAMES = {"sm100": "sm100", "blackwell": "sm100", "sm_100a": "sm100"}
 
-    step = ladder.get(step)
-    if step.arch != "sm100":
-        raise ValueError(f"{step.key} is not a Blackwell step")
-    config = step.default if config is None else config
-    ok, why = step.check_config(config)
+
+def _step_module(step) -> tuple:
+    """``(key, module)`` of a Blackwell step: a ladder ``Step`` (anything with ``key`` and ``load()``),
+    or a key such as ``"sm100/5"``, ``"sm100:5"`` or ``("sm100", 5)``, found among this package's
+    ``stepNN_*`` modules. (Read here, not through :mod:`gemm_course.ladder`: the ladder imports the
+    kernels, and the kernels' package does not import it back.)"""
+    if hasattr(step, "load") and hasattr(step, "key"):
+        if getattr(step, "arch", "") != "sm100":
+            raise ValueError(f"{step.key} is not a Blackwell step")
+        return step.key, step.load()
+    if isinstance(step, tuple):
+        arch, number = step
+    else:
+        arch, _, number = str(step).replace(":", "/").rpartition("/")
+    key = f"{arch or 'sm90'}/{number}"
+    if _ARCH_NAMES.get(arch) != "sm100":
+        raise ValueError(f"{key} is not a Blackwell step")
+    prefix = f"step{int(number):02d}_"
+    package = os.path.dirname(os.path.abspath(__file__))
+    names = [m.name for m in pkgutil.iter_modules([package]) if m.name.startswith(prefix)]
+    if len(names) != 1:
+        raise ValueError(f"no Blackwell step {number} among the kernels (gemm_course.kernels.sm100.{prefix}*)")
+    return f"sm100/{int(number)}", importlib.import_module(f"{__package__}.{names[0]}")
+
+
+def _gemm(step, config):
+    key, mod = _step_module(step)
+    config = mod.Config() if config is None else config
+    ok, why = (mod.check_config(config) if isinstance(config, mod.Config)
+               else (False, f"expected a {mod.__name__}.Config, got {type(config).__name__}"))
     if not ok:
-        raise ValueError(f"{step.key}: invalid config {config}: {why}")
-    return step.load().Gemm(config)
+        raise ValueError(f"{key}: invalid config {config}: {why}")
+    return mod.Gemm(config)
 
 
 # ---- shared memory -----------------------------------------------------------------------------
@@ -387,9 +414,7 @@ def tma_multicast_masks(cluster_m: int, cluster_n: int, step="sm100/5") -> dict:
 
 
 def _config(step, **fields):
-    from ... import ladder
-
-    return ladder.get(step).config(**fields)
+    return dataclasses.replace(_step_module(step)[1].Config(), **fields)
 
 
 # ---- accumulator stages in tensor memory (steps 7-10) -------------------------------------------
