@@ -522,12 +522,14 @@ _FIGURES = r"""
   const cs = getComputedStyle(column);
   const box = column.getBoundingClientRect();
   const left = box.left + parseFloat(cs.paddingLeft), right = box.right - parseFloat(cs.paddingRight);
+  // a cell tagged full-width (sphinx-book-theme) may use the margin beside the column: its own box is the limit
+  const limit = e => { const wide = e.closest('.tag_full-width'); return wide ? wide.getBoundingClientRect().right : right; };
   const figures = [...document.querySelectorAll('figure.gemm-figure')].map(f => {
     const img = f.querySelector('img');
     const r = img.getBoundingClientRect(), fr = f.getBoundingClientRect();
     const cap = f.querySelector('figcaption');
     return {alt: img.getAttribute('alt'), widthIn: parseFloat(img.dataset.widthIn), minPt: parseFloat(img.dataset.minPt),
-            shown: r.width, left: r.left, right: r.right, figureRight: fr.right, top: fr.top + scrollY,
+            shown: r.width, left: r.left, right: r.right, figureRight: fr.right, limit: limit(f), top: fr.top + scrollY,
             height: fr.height, natural: img.naturalWidth, displayed: img.offsetParent !== null && r.width > 0,
             caption: cap ? cap.textContent.trim() : ''};
   });
@@ -537,13 +539,16 @@ _FIGURES = r"""
   // only where the box scrolls (overflow-x auto or scroll), never spilling out or cut off
   const blocks = [...document.querySelectorAll(BLOCKS)].filter(b => b.offsetParent !== null).map(b => {
     const r = b.getBoundingClientRect(), st = getComputedStyle(b);
-    let scrolls = ['auto', 'scroll'].includes(st.overflowX);
-    for (let a = b.parentElement; !scrolls && a && a !== column; a = a.parentElement) {
+    // inside a box that scrolls sideways and ends inside the column, a wider block is scrolled, not spilled
+    let inScroller = false;
+    for (let a = b.parentElement; !inScroller && a && a !== column; a = a.parentElement) {
       const ox = getComputedStyle(a).overflowX;
-      if (['auto', 'scroll'].includes(ox) && a.getBoundingClientRect().right <= right + 0.5) { scrolls = true; }
+      if (['auto', 'scroll'].includes(ox) && a.getBoundingClientRect().right <= limit(b) + 0.5) { inScroller = true; }
     }
+    const scrolls = inScroller || ['auto', 'scroll'].includes(st.overflowX);
     return {tag: b.tagName.toLowerCase() + (b.className ? '.' + String(b.className).split(' ')[0] : ''),
-            left: r.left, right: r.right, width: r.width, content: b.scrollWidth, box: b.clientWidth, scrolls,
+            left: r.left, right: r.right, limit: limit(b), width: r.width, content: b.scrollWidth, box: b.clientWidth, scrolls,
+            inScroller,
             text: (b.textContent || '').trim().slice(0, 50)};
   }).filter(b => b.width > 0);
   return {column: {left, right}, figures, bare, blocks, pageWidth: document.documentElement.scrollWidth,
@@ -598,7 +603,8 @@ def figure_visits(book, server, chromium):
 
 def test_figures_are_shown_legible_inside_the_column(figure_visits):
     """Each figure is shown at a width where its smallest text is 9 pt or more (the designed width in
-    CSS pixels x its smallest size / 9 at most shrinks it that far), inside the content column, with
+    CSS pixels x its smallest size / 9 at most shrinks it that far), inside the content column (or
+    the wider box of a cell tagged full-width), with
     an alt text and its caption under it; no page scrolls sideways, and no output shows a bare image."""
     problems = []
     for page, v in figure_visits.items():
@@ -607,8 +613,7 @@ def test_figures_are_shown_legible_inside_the_column(figure_visits):
             pt = f["minPt"] * f["shown"] / designed  # the smallest text, in CSS points, as shown
             if pt < TEXT_PT - 0.05:
                 problems.append(f"{page}: {f['alt'][:60]!r} shown {f['shown']:.0f} px of {designed:.0f}: text at {pt:.1f} pt")
-            if f["right"] > v["column"]["right"] + 0.5 or f["figureRight"] > v["column"]["right"] + 0.5 \
-                    or f["left"] < v["column"]["left"] - 0.5:
+            if f["right"] > f["limit"] + 0.5 or f["figureRight"] > f["limit"] + 0.5 or f["left"] < v["column"]["left"] - 0.5:
                 problems.append(f"{page}: {f['alt'][:60]!r} overflows the column ({f['left']:.0f}-{f['right']:.0f} px, "
                                 f"column {v['column']['left']:.0f}-{v['column']['right']:.0f})")
             if not f["alt"] or f["alt"].endswith(".png") or not f["caption"]:
@@ -627,13 +632,13 @@ def test_figures_are_shown_legible_inside_the_column(figure_visits):
 
 def test_code_output_and_tables_stay_inside_the_column(figure_visits):
     """At the reader's width (a 1280-pixel window), every code block, output and table ends inside the
-    content column; a line longer than the column wraps or scrolls inside its block (the block, or a
+    content column (a cell tagged full-width: inside its own, wider box); a line longer than the column wraps or scrolls inside its block (the block, or a
     block around it inside the column, scrolls sideways), and is never cut off or spilled over."""
     problems = []
     for page, v in figure_visits.items():
         left, right = v["column"]["left"], v["column"]["right"]
         for b in v["blocks"]:
-            if b["right"] > right + 0.5 or b["left"] < left - 0.5:
+            if not b["inScroller"] and (b["right"] > b["limit"] + 0.5 or b["left"] < left - 0.5):
                 problems.append(f"{page}: {b['tag']} {b['text']!r} at {b['left']:.0f}-{b['right']:.0f} px, "
                                 f"column {left:.0f}-{right:.0f}")
             elif b["content"] > b["box"] + 1 and not b["scrolls"]:
