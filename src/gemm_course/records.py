@@ -317,18 +317,24 @@ def sweep_class_table(records: Sequence[dict], step: Optional[str] = None) -> st
     return "\n\n".join(t for t in (table, energy) if t)
 
 
+def _by_class(sweep: Sequence[dict]) -> dict:
+    """{class: the sweep's records of that class (:func:`shape_class`), ``all``: every record}; ``{}``
+    for an empty sweep."""
+    groups: dict = {}
+    for r in sweep:
+        groups.setdefault(shape_class(*shape_of(r)), []).append(r)
+    if sweep:
+        groups["all"] = list(sweep)
+    return groups
+
+
 def sweep_classes(sweep: Sequence[dict]) -> dict:
     """{class: summary} of a sweep by the broad sweep's shape classes (:func:`shape_class`): shapes,
     geometric mean and lowest ratio to cuBLAS, shapes at or above it, and the course's Triton
     matmul's geometric mean where it was timed (None otherwise); ``all`` for the whole sweep; ``{}``
     for an empty sweep."""
-    if not sweep:
-        return {}
-    groups: dict = {}
-    for r in sweep:
-        groups.setdefault(shape_class(*shape_of(r)), []).append(r)
-    groups["all"] = list(sweep)
     out = {}
+    groups = _by_class(sweep)
     for name, rows in groups.items():
         ratios = [r["ratio_to_cublas"] for r in rows]
         triton = [(r.get("peers") or {}).get("triton", {}).get("ratio_to_cublas") for r in rows]
@@ -405,13 +411,8 @@ def energy_classes(sweep: Sequence[dict]) -> dict:
     highest, and geometric means of the clock ratio, of the per-launch ratio to cuBLAS
     (``ratio_to_cublas``), of the back-to-back ratios (host in the loop, CUDA graph:
     :func:`b2b_ratio`), each over the shapes that have it (None where none has); ``{}`` for an empty sweep."""
-    if not sweep:
-        return {}
-    groups: dict = {}
-    for r in sweep:
-        groups.setdefault(shape_class(*shape_of(r)), []).append(r)
-    groups["all"] = list(sweep)
     out = {}
+    groups = _by_class(sweep)
     for name, rows in groups.items():
         energy = [x for x in map(energy_ratio, rows) if x is not None]
         out[name] = {"records": len(rows), "shapes": len(energy), "energy_geomean": _geomean_or_none(energy),
