@@ -63,8 +63,10 @@ def roofline_naive(tmp_path):
 def roofline_results(tmp_path):
     """As the results page draws it: each step at its tile's intensity, labelled, cuBLAS a level."""
     records = _records()
-    points = [{"label": f"step {number}", "intensity": r["config"]["tile_m"] * r["config"]["tile_n"]
-               / (r["config"]["tile_m"] + r["config"]["tile_n"] / r["config"].get("cluster_m", 1)), "tflops": r["tflops"]["median"]}
+    def intensity(c):  # FLOP per byte of A and B a CTA tile loads, B multicast over cluster_m
+        return c["tile_m"] * c["tile_n"] / (c["tile_m"] + c["tile_n"] / c.get("cluster_m", 1))
+
+    points = [{"label": f"step {number}", "intensity": intensity(r["config"]), "tflops": r["tflops"]["median"]}
               for number, r in rec.latest_per_step(records, "sm90", (4096, 4096, 4096)).items() if r is not None and number >= 2]
     return viz.roofline(GemmProblem(4096, 4096, 4096), 989, 4.8, points, machine_label="H200 datasheet",
                         ceilings={"at the sustained clock (71% of boost)": 989 * 0.71}, levels={"cuBLAS": 779.0},

@@ -632,8 +632,9 @@ def test_figures_are_shown_legible_inside_the_column(figure_visits):
 
 def test_code_output_and_tables_stay_inside_the_column(figure_visits):
     """At the reader's width (a 1280-pixel window), every code block, output and table ends inside the
-    content column (a cell tagged full-width: inside its own, wider box); a line longer than the column wraps or scrolls inside its block (the block, or a
-    block around it inside the column, scrolls sideways), and is never cut off or spilled over."""
+    content column (a cell tagged full-width: inside its own, wider box); a line longer than the
+    column wraps or scrolls inside its block (the block, or a block around it inside the column,
+    scrolls sideways), and is never cut off or spilled over."""
     problems = []
     for page, v in figure_visits.items():
         left, right = v["column"]["left"], v["column"]["right"]
@@ -648,7 +649,8 @@ def test_code_output_and_tables_stay_inside_the_column(figure_visits):
 
 
 # Machine paths: an absolute path of the build machine (its home, work or temporary folders, a
-# package's install folder; `.venv/bin/...` relative to the checkout is an instruction, not one); warnings: a Python warning's name and colon
+# package's install folder; `.venv/bin/...` relative to the checkout is an instruction, not one);
+# warnings: a Python warning's name and colon
 # as `warnings` prints it (UserWarning:, DeprecationWarning: ...).
 _MACHINE_PATH = re.compile(r"(?<![\w.:/])/(?:work|home|root|tmp|usr|opt|var|private|Users|mnt|srv)/[\w.+-]+"
                            r"|site-packages|dist-packages")

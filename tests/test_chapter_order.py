@@ -170,4 +170,5 @@ def test_the_rules_catch_a_hopper_first_chapter():
     assert any("first learning objective" in p for p in problems)
     blackwell_first = hopper_first.replace("## 1. What changed", "## 1. On Blackwell: what changed").replace(
         "## 2. On Blackwell: `sm100/9`", "## 2. The Hopper twin: `sm90/9`").replace("read step 9", "read `sm100/9`")
-    assert check_order(blackwell_first) == ["no exercise in the Blackwell part (between its first section and the first Hopper one)"]
+    assert check_order(blackwell_first) == [
+        "no exercise in the Blackwell part (between its first section and the first Hopper one)"]

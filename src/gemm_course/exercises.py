@@ -27,7 +27,6 @@ import functools
 import math
 from typing import Optional
 
-
 NOT_ANSWERED = "not answered yet"
 
 

@@ -384,7 +384,8 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
         ax.plot(x, np.minimum(value, x * bandwidth_tbs), color="grey", linestyle=("--", ":", "-.")[i % 3], linewidth=1.2,
                 label=textwrap.fill(f"{label}: {value:.4g} TFLOP/s", wrap))
     for label, value in (levels or {}).items():
-        ax.axhline(value, color=CUBLAS, linestyle=(0, (4, 2)), linewidth=1.3, label=textwrap.fill(f"{label}: {value:.0f} TFLOP/s", wrap))
+        ax.axhline(value, color=CUBLAS, linestyle=(0, (4, 2)), linewidth=1.3,
+                   label=textwrap.fill(f"{label}: {value:.0f} TFLOP/s", wrap))
     ax.axvline(ridge, color="grey", linestyle=":", linewidth=1)
     ax.annotate(f"ridge\n{ridge:.0f} FLOP/B", (ridge, 0.04), xycoords=("data", "axes fraction"), xytext=(-4, 0),
                 textcoords="offset points", ha="right", va="bottom", fontsize=TEXT_PT, color="grey")
