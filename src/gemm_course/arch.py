@@ -100,6 +100,7 @@ class Artifacts:
     compiled: Any = dataclasses.field(repr=False, default=None)
     seconds: float = 0.0
     dynamic_smem: Optional[int] = None  # bytes of dynamic shared memory the launch asks for
+    storage_smem: Optional[int] = None  # of which the kernel's shared storage uses (less where the launch pads)
 
     @property
     def kernel_names(self) -> list:
@@ -285,7 +286,8 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
             ptx = _artifact(compiled.artifacts.PTX, binary=False)
             cubin = _artifact(compiled.artifacts.CUBIN, binary=True)
         smem = getattr(gemm, "smem_bytes", None)
-        art = Artifacts(step.key, config, target, shape_class, ptx, cubin, compiled, seconds, smem)
+        art = Artifacts(step.key, config, target, shape_class, ptx, cubin, compiled, seconds, smem,
+                        getattr(gemm, "storage_bytes", smem))
         _cache[key] = art
         if disk:
             _store_artifacts(disk, art)
@@ -329,7 +331,8 @@ def _store_artifacts(path: str, art: Artifacts) -> None:
     with open(path + ".cubin", "wb") as f:
         f.write(art.cubin)
     with open(path + ".json.tmp", "w") as f:
-        json.dump({"ptx": art.ptx, "seconds": art.seconds, "dynamic_smem": art.dynamic_smem}, f)
+        json.dump({"ptx": art.ptx, "seconds": art.seconds, "dynamic_smem": art.dynamic_smem,
+                   "storage_smem": art.storage_smem}, f)
     os.replace(path + ".json.tmp", path + ".json")  # complete entries only, for concurrent readers
 
 
@@ -340,7 +343,8 @@ def _load_artifacts(path: str, key, config, target, shape_class) -> Artifacts:
         meta = json.load(f)
     with open(path + ".cubin", "rb") as f:
         cubin = f.read()
-    return Artifacts(key, config, target, shape_class, meta["ptx"], cubin, None, meta["seconds"], meta["dynamic_smem"])
+    return Artifacts(key, config, target, shape_class, meta["ptx"], cubin, None, meta["seconds"], meta["dynamic_smem"],
+                     meta.get("storage_smem", meta["dynamic_smem"]))
 
 
 def _artifact(value, binary: bool):

@@ -185,7 +185,8 @@ class Gemm:
             sB: cute.struct.Align[cute.struct.MemRange[AB_DTYPE, cute.cosize(b_smem_layout)], 1024]
 
         self.shared_storage = SharedStorage
-        self.smem_bytes = smem_to_fit_tmem(SharedStorage.size_in_bytes(), self.tmem_cols)
+        self.storage_bytes = SharedStorage.size_in_bytes()
+        self.smem_bytes = smem_to_fit_tmem(self.storage_bytes, self.tmem_cols)
         grid = (cute.ceil_div(mC.shape[0], bm), cute.ceil_div(mC.shape[1], bn), 1)
         self.kernel(
             tiled_mma, tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, mC, a_smem_layout, b_smem_layout

@@ -122,7 +122,8 @@ class Gemm(parent.Gemm):
             sC: cute.struct.Align[cute.struct.MemRange[C_DTYPE, cute.cosize(epi_smem_layout)], 1024]
 
         self.shared_storage = SharedStorage
-        self.smem_bytes = smem_to_fit_tmem(SharedStorage.size_in_bytes(), self.tmem_cols)
+        self.storage_bytes = SharedStorage.size_in_bytes()
+        self.smem_bytes = smem_to_fit_tmem(self.storage_bytes, self.tmem_cols)
         grid = (cute.ceil_div(mC.shape[0], bm), cute.ceil_div(mC.shape[1], bn), 1)
         self.kernel(
             tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout

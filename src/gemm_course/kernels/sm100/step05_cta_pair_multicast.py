@@ -164,7 +164,8 @@ class Gemm(parent.Gemm):
         tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_a, tma_atom_b, tma_b = self.make_mainloop_operands(mA, mB)
         epi_smem_layout, tma_atom_c, tma_c = self.make_epilogue_operands(mC)
         self.shared_storage = self.make_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
-        self.smem_bytes = smem_to_fit_tmem(self.shared_storage.size_in_bytes(), self.tmem_cols)
+        self.storage_bytes = self.shared_storage.size_in_bytes()
+        self.smem_bytes = smem_to_fit_tmem(self.storage_bytes, self.tmem_cols)
         self.kernel(
             tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout,
             *extra,
