@@ -114,6 +114,14 @@ def test_unknown_step(capsys):
 
 
 @pytest.mark.fast
+@pytest.mark.parametrize("command", [["inspect", "3"], ["source", "3"], ["check", "3"], ["bench", "3"]])
+def test_a_bare_step_number_asks_which_architecture(capsys, command):
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "sm100/3 (Blackwell" in err and "sm90/3" in err
+
+
+@pytest.mark.fast
 def test_list(capsys):
     assert cli.main(["list", "--arch", "sm90"]) == 0
     assert capsys.readouterr().out.count("adds:") == 11  # the seed's ten steps and "beyond the seed"

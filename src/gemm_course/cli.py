@@ -103,7 +103,7 @@ def cmd_list(args):
 def cmd_inspect(args):
     from . import inspect as insp
 
-    step = ladder.get(args.step)
+    step = _step(args.step)
     config = _config(step, args.config)
     if args.arch and not step.any_shape and args.arch != step.target:
         # refused here: the compiler's own error for a foreign target is a page of ANSI-coloured MLIR
@@ -129,7 +129,7 @@ def cmd_inspect(args):
 def cmd_check(args):
     from . import run
 
-    step = ladder.get(args.step)
+    step = _step(args.step)
     config = _config(step, args.config) if args.config else None  # None: the step's choice per shape
     shapes = _shapes(args.shapes) if args.shapes else None
     run.require_gpu_for(step)
@@ -146,7 +146,7 @@ def cmd_bench(args):
     from . import bench, run
     from .problem import GemmProblem
 
-    steps = [ladder.get(s) for s in args.steps]
+    steps = [_step(s) for s in args.steps]
     # None: the step's choice per shape. Read before the GPU check, so a typo is refused anywhere
     configs = {step.key: _config(step, args.config) if args.config else None for step in steps}
     shapes = _shapes(args.shapes)
@@ -201,14 +201,14 @@ def cmd_bench(args):
 def cmd_source(args):
     from . import source
 
-    print(source.flatten(ladder.get(args.step)), end="")
+    print(source.flatten(_step(args.step)), end="")
     return 0
 
 
 def cmd_diff(args):
     from . import source
 
-    step = ladder.get(args.step)
+    step = _step(args.step)
     added, removed = source.changed_lines(step)
     print(f"# {step.key} against {getattr(source.parent(step), 'key', 'nothing')}: +{added} -{removed} lines")
     print(source.diff(step, context=args.context), end="")
@@ -278,6 +278,16 @@ def build_parser():
                    help="also time these kernels in the same rounds (triton: the course's Triton matmul)")
     b.set_defaults(fn=cmd_bench)
     return p
+
+
+def _step(key):
+    """A step named on the command line: ``sm100/3`` or ``sm90/3``. A bare number is refused with the
+    two it could mean, Blackwell's (the course's target) first."""
+    if str(key).strip().isdigit():
+        n = int(key)
+        raise GemmInputError(f"say which architecture: sm100/{n} (Blackwell, the course's target) or sm90/{n} "
+                             f"(Hopper), e.g. gemm-course inspect sm100/{n}")
+    return ladder.get(key)
 
 
 def main(argv=None):
