@@ -207,18 +207,14 @@ def effect_figure(key: str, results_dir: Optional[str] = None):
     import numpy as np
     from matplotlib.lines import Line2D
 
-    from .viz._style import CTA_COLORS, PAGE_WIDTH, TEXT_PT, new_figure, set_caption, wrap_title
+    from .viz._style import CTA_COLORS, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
 
     idea = IDEAS[key]
     present = [(c, changes(c, results_dir)) for c in idea.comparisons]
     present = [(c, ch) for c, ch in present if ch]
     if not present:
-        fig = new_figure(PAGE_WIDTH, 1.4)
-        ax = fig.add_subplot()
-        ax.text(0.5, 0.5, f"No A/B run of {idea.title} under results/tuning/", ha="center", va="center",
-                transform=ax.transAxes, fontsize=TEXT_PT + 1)
-        ax.axis("off")
-        return set_caption(fig, f"No A/B run of {idea.title} recorded.")
+        return message_figure(f"No A/B run of {idea.title} under results/tuning/",
+                              f"No A/B run of {idea.title} recorded.", height=1.4)
     shapes = list(dict.fromkeys(s for _, ch in present for s in ch))
     values = [v for _, ch in present for vs in ch.values() for v in vs]
     mags = sorted(abs(v) for v in values)

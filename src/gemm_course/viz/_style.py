@@ -66,6 +66,15 @@ def new_figure(width: float, height: float) -> CourseFigure:
     return fig
 
 
+def message_figure(text: str, caption: str, height: float = 1.5, fontsize: float = TEXT_PT + 1) -> Figure:
+    """A page-wide figure that says, in place of a plot, why there is none (e.g. no record yet)."""
+    fig = new_figure(PAGE_WIDTH, height)
+    ax = fig.add_subplot()
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize)
+    ax.axis("off")
+    return set_caption(fig, caption)
+
+
 def set_caption(fig: Figure, caption: str, alt: str = "") -> Figure:
     """Attach ``caption`` to ``fig`` (``fig.caption``; each line of it a paragraph), shown under the
     figure by its HTML, not drawn in it. ``alt``: what kind of figure it is, the start of its alt text."""

@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..records import geomean, latest_per_step, latest_sweep, provenance, run_of, shape_of
-from ._style import CUBLAS, LIVE, MEASURED, PAGE_WIDTH, SEED, TEXT_PT, new_figure, set_caption, wrap_title
+from ._style import CUBLAS, LIVE, MEASURED, PAGE_WIDTH, SEED, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
 
 
 # The seed series (the course's starting point) on a B200 at 4096^3 BF16, in TFLOP/s. Quoted from
@@ -278,12 +278,8 @@ def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
     step = step or ladder.final("sm90").key
     sweep = latest_sweep(records, step)
     if not sweep:
-        fig = new_figure(PAGE_WIDTH, 1.6)
-        ax = fig.add_subplot()
-        ax.text(0.5, 0.5, f"No sweep record of {step} under results/ yet", ha="center", va="center",
-                transform=ax.transAxes, fontsize=TEXT_PT + 2)
-        ax.axis("off")
-        return set_caption(fig, f"No sweep of {step} recorded.")
+        return message_figure(f"No sweep record of {step} under results/ yet", f"No sweep of {step} recorded.",
+                              height=1.6, fontsize=TEXT_PT + 2)
     from ..bench import shape_class
 
     labels = [f"{r['shape']['m']}x{r['shape']['n']}x{r['shape']['k']}" for r in sweep]
