@@ -48,7 +48,9 @@ class Launcher:
     allocates it per launcher, and the launcher's launches queue on one stream, so no two of them
     run at once. The last part of a split tile resets its counter and flags for the next launch; a
     launch that stops midway (a trap) leaves the CUDA context unusable, so stale flags are never
-    read. Two launches that must overlap need two launchers."""
+    read. Two launches that must overlap need two launchers. Launchers whose launches queue on one
+    stream may share one :class:`Workspace` (``prepare``'s ``workspace``), as
+    :func:`gemm_course.linear.linear` does."""
 
     step: ladder.Step
     config: object
@@ -77,9 +79,45 @@ def validate_operands(step, a, b, c, config=None, *, device_type: str = "cuda") 
     return problem, config
 
 
-def prepare(step, a, b, c, config=None) -> Launcher:
+@dataclasses.dataclass(frozen=True, eq=False)  # one allocation: equal only to itself
+class Workspace:
+    """A step's scratch tensors for one config on one device, filled and ready for a launch: the
+    torch tensors and their CuTe views. :func:`allocate_workspace` makes one; ``prepare`` makes one
+    per launcher unless given one to share. Share one only between launches that never overlap (one
+    stream): step 11's last part of a split tile resets the flags it read, so each launch leaves the
+    scratch as the next one needs it, whatever its shape."""
+
+    step_key: str
+    config: object
+    device: object  # the torch.device the tensors live on
+    tensors: tuple = ()  # torch tensors (``Launcher.workspace``)
+    views: tuple = ()  # their CuTe views, passed after the stream
+
+
+def allocate_workspace(step, config, device) -> Workspace:
+    """Zero-filled scratch for ``step`` with ``config`` on ``device``, then the step's own
+    ``fill_workspace`` (scratch that is not all zeros: step 11's cluster places on Hopper, which
+    probes the GPU the first time). Empty for steps without scratch."""
+    import torch
+
+    step = ladder.get(step)
+    tensors = tuple(
+        torch.zeros(shape, dtype=getattr(torch, dtype), device=device) for dtype, shape in arch.workspace_shapes(step, config)
+    )
+    fill = getattr(step.load().Gemm, "fill_workspace", None)
+    if fill:
+        fill(config, tensors)
+    return Workspace(step.key, config, torch.device(device), tensors, arch.runtime_workspace(tensors))
+
+
+def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None) -> Launcher:
     """Validate (:func:`validate_operands`, before any launch), compile for this GPU (cached) and
-    bind the operands. Without a ``config``, the step's choice for this shape (``Step.config_for``)."""
+    bind the operands. Without a ``config``, the step's choice for this shape (``Step.config_for``).
+
+    ``workspace``: a :class:`Workspace` of this step and config on the operands' device to use as it
+    is (not zeroed or filled again), e.g. one kept from an earlier call on the same stream; without
+    it, fresh scratch for this launcher (:func:`allocate_workspace`). A ``ValueError`` if it belongs
+    to another step, config or device."""
     import torch
     from cuda.bindings import driver as cuda
 
@@ -88,16 +126,17 @@ def prepare(step, a, b, c, config=None) -> Launcher:
     problem, config = validate_operands(step, a, b, c, config)
     a, b = a.detach(), b.detach()  # the kernels are not differentiable; DLPack refuses tensors that require grad
     wrap = arch.runtime_operands_any if step.any_shape else arch.runtime_operands
-    workspace = tuple(
-        torch.zeros(shape, dtype=getattr(torch, dtype), device=a.device) for dtype, shape in arch.workspace_shapes(step, config)
-    )
-    fill = getattr(step.load().Gemm, "fill_workspace", None)  # scratch that is not all zeros
-    if fill:
-        fill(config, workspace)
-    operands = wrap(a, b, c) + arch.runtime_workspace(workspace)
+    if workspace is None:
+        workspace = allocate_workspace(step, config, a.device)
+    elif (workspace.step_key, workspace.config) != (step.key, config) or (workspace.tensors and workspace.device != a.device):
+        raise ValueError(
+            f"this workspace belongs to {workspace.step_key} with {workspace.config} on {workspace.device}, not to "
+            f"{step.key} with {config} on {a.device}: allocate one with run.allocate_workspace"
+        )
+    operands = wrap(a, b, c) + workspace.views
     art = arch.compile_step(step, config, target, shape_class="runtime", operands=operands)
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    return Launcher(step, config, problem, art, operands, stream, workspace)
+    return Launcher(step, config, problem, art, operands, stream, workspace.tensors)
 
 
 def gemm(step, a, b, c=None, config=None):
