@@ -95,8 +95,9 @@ def cmd_list(args):
         print(f"{'':<9} shapes: {s.shapes}")
         print(f"{'':<9} config: {s.default}")
         if getattr(s.load(), "config_for", None):
+            rule = "gemm_course.tile_rule" if s.arch == "sm90" else "gemm_course.decode_rule, for M <= 128"
             print(f"{'':<9} per shape: without --config, the tile, stages and cluster come from the shape "
-                  "(gemm_course.tile_rule)")
+                  f"({rule})")
     return 0
 
 

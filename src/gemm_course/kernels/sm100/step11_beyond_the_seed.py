@@ -24,6 +24,16 @@ fourth tile time. Key differences:
 * Each thread's partial sums are laid out value-major (value v of thread t at v x 128 + t), so a
   warp's 32 stores of one value are 128 contiguous bytes.
 
+* *Single-CTA tiles for decode-sized M* (``cta_group`` = 1, ``config_for``): with M <= 128 rows a
+  256-row pair's second CTA holds only padding, and the 128 x 256 tiles are too few to keep every
+  SM streaming W (16 pair tiles at N = 4096). For such shapes the host picks single-CTA tiles
+  (``tcgen05.mma.cta_group::1``, 64 or 128 rows), a width from 32 to 256 columns and clusters of one
+  or two CTAs along N (x multicast) by the bytes the busiest SM must receive under the kernel's own
+  tail schedule, and as many stages as fit (``gemm_course.decode_rule``). The same kernel runs
+  them: the MMA, the TMA atoms, the accumulator pipeline and the tensor-memory allocator take the
+  single-CTA forms; every CTA leads itself; the stream-K hand-over reads a 64-row accumulator with
+  the 16x256b shape its epilogue uses.
+
 Expected (a model, not measured: no B200 here): at 4096^3 the tail's tile time halves, so the
 run takes 3.5 tile times + a hand-over (``FIXUP_K_TILES``, a quarter tile at K = 4096) instead of
 4, about 6% faster than step 10; on grids whose tail nearly fills the wave (8192^3: r = 62 of 74)
@@ -38,13 +48,15 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-from cutlass.cute.nvgpu import cpasync, tcgen05
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
+from cutlass.memory import TmemAllocator
 
-from ... import schedule, watchdog
+from ... import decode_rule, schedule, watchdog
 from . import step10_gilbert as parent
-from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE
-from .step04_tma_store import C_DTYPE, EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
+from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier
+from .step04_tma_store import C_DTYPE, EPI_BARRIER_ID, can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
 from .step06_warp_specialized import MMA_WARP, TMA_WARP, TMEM_FREE_BARRIER_ID, tmem_fence_after_sync, tmem_fence_before_sync
+from .step07_tmem_double_buffer import check_accumulators
 from .step08_persistent_clc import CLC_RESPONSE_BYTES, SCHEDULER_WARP
 from .step10_gilbert import B200_SMS
 
@@ -52,12 +64,63 @@ from .step10_gilbert import B200_SMS
 @dataclasses.dataclass(frozen=True)
 class Config(parent.Config):
     stream_k: bool = True  # cut the last partial wave's tiles along K
+    cta_group: int = 2  # CTAs per tcgen05.mma: 2 = the pair of steps 5-10, 1 = single-CTA tiles (small M)
 
 
 def check_config(config: Config):
+    if config.cta_group == 1:
+        return check_single_cta(config)
+    if config.cta_group != 2:
+        return False, "cta_group must be 2 (CTA pairs, as in steps 5-10) or 1 (single-CTA tiles, for small M)"
     if config.stream_k and config.tile_m != 128:
         return False, "the stream-K hand-over reads tensor memory 32 lanes x 32 bits: tile_m must be 128 (or stream_k=False)"
     return parent.check_config(config)
+
+
+def check_single_cta(config: Config):
+    """What the single-CTA tiles need: a tcgen05.mma cta_group::1 shape, clusters of whole CTAs
+    (no pair), and the rules of steps 4-9 that do not depend on the pair."""
+    if config.tile_m not in (64, 128):
+        return False, "with cta_group 1, tile_m must be 64 or 128 (the rows of a single-CTA tcgen05.mma)"
+    if config.tile_n % 16 or not 32 <= config.tile_n <= 256:
+        return False, "with cta_group 1, tile_n must be a multiple of 16 from 32 to 256 (a tcgen05 N for M = 128)"
+    if config.tile_k != decode_rule.TILE_K:
+        return False, "tile_k must be 64: one 128-byte swizzle row of bf16"
+    if config.cluster_m not in (1, 2) or config.cluster_n not in (1, 2):
+        return False, "with cta_group 1, cluster_m and cluster_n must be 1 or 2 (CTAs that share B or x by multicast)"
+    if not 2 <= config.stages <= decode_rule.MAX_STAGES:
+        return False, f"stages must be from 2 to {decode_rule.MAX_STAGES}"
+    for ok, why in (check_epilogue(config), check_accumulators(config)):
+        if not ok:
+            return ok, why
+    if config.clc_stages != 1:
+        return False, f"clc_stages = {config.clc_stages}: only 1 is supported (one scheduler answer in flight)"
+    if config.group < 1:
+        return False, "group must be at least 1"
+    smem = decode_rule.smem_estimate(config.tile_m, config.tile_n, config.stages, config.epi_n, config.epi_stages)
+    if smem > decode_rule.SMEM_CAPACITY:
+        most = decode_rule.max_stages(config.tile_m, config.tile_n, config.epi_n, config.epi_stages)
+        return False, f"needs about {smem} B of shared memory, more than the {decode_rule.SMEM_CAPACITY} B a CTA can have " \
+                      f"(at most {most} stages with this tile)"
+    return True, ""
+
+
+def tmem_columns(config: Config) -> int:
+    """Columns to allocate: what the accumulator stages span, as a power of two >= 32. A single-CTA
+    M = 64 accumulator fills lanes 0-15 of each warp's 32 (rows 16w..16w+15 in lanes 32w..32w+15),
+    and CuTe puts the next stage in lanes 16-31 at the same columns, so two stages take tile_n
+    columns, not 2 x tile_n (NVIDIA's example allocates the same)."""
+    stages = config.acc_stages
+    if config.cta_group == 1 and config.tile_m == 64:
+        stages = -(-stages // 2)
+    return max(32, 1 << (stages * config.tile_n - 1).bit_length())
+
+
+def config_for(problem, config: Config = Config()) -> Config:
+    """``config`` with the single-CTA tile ``decode_rule.choose`` picks for a decode-sized ``problem``
+    (M <= 128) on a full B200, or unchanged (what the course runs when no config is given)."""
+    choice = decode_rule.choose(problem.m, problem.n, problem.k, B200_SMS)
+    return config if choice is None else dataclasses.replace(config, **choice.fields())
 
 
 def resident_clusters(config) -> int:
@@ -82,6 +145,85 @@ def model_speedup(m: int, n: int, k: int, config: Config = Config()) -> tuple:
 
 
 class Gemm(parent.Gemm):
+    def __init__(self, config: Config):
+        super().__init__(config)
+        self.cta_group = config.cta_group
+        self.mma_tiler = (config.cta_group * config.tile_m, config.tile_n, config.tile_k)  # the MMA's tile
+        self.tmem_cols = tmem_columns(config)
+
+    # ---- single-CTA tiles (cta_group 1): what the pair's code of steps 5-8 changes ---------------
+
+    def make_tiled_mma(self):
+        if self.cta_group == 2:
+            return super().make_tiled_mma()
+        op = tcgen05.MmaF16BF16Op(
+            AB_DTYPE, ACC_DTYPE, self.mma_tiler[:2] + (16,), tcgen05.CtaGroup.ONE, tcgen05.OperandSource.SMEM,
+            OperandMajorMode.K, OperandMajorMode.K,
+        )
+        return cute.make_tiled_mma(op)
+
+    def make_mainloop_operands(self, mA: cute.Tensor, mB: cute.Tensor):
+        """Single-CTA tiles: each CTA loads its whole A and B tiles into its own shared memory; an
+        operand is multicast only where the cluster has more than one CTA to share it (x along N)."""
+        if self.cta_group == 2:
+            return super().make_mainloop_operands(mA, mB)
+        tiled_mma = self.make_tiled_mma()
+        a_smem_layout, b_smem_layout = self.make_smem_layouts(tiled_mma)
+        cluster = self.cta_layout_vmnk(tiled_mma)
+        cm, cn, _ = self.cluster_shape_mnk
+
+        def op(shared_by: int):
+            return (cpasync.CopyBulkTensorTileG2SMulticastOp(tcgen05.CtaGroup.ONE) if shared_by > 1
+                    else cpasync.CopyBulkTensorTileG2SOp(tcgen05.CtaGroup.ONE))
+
+        one_stage = (None, None, None, 0)
+        tma_atom_a, tma_a = cute.nvgpu.make_tiled_tma_atom_A(
+            op(cn), mA, cute.slice_(a_smem_layout, one_stage), self.mma_tiler, tiled_mma, cluster.shape
+        )
+        tma_atom_b, tma_b = cute.nvgpu.make_tiled_tma_atom_B(
+            op(cm), mB, cute.slice_(b_smem_layout, one_stage), self.mma_tiler, tiled_mma, cluster.shape
+        )
+        return tiled_mma, a_smem_layout, b_smem_layout, tma_atom_a, tma_a, tma_atom_b, tma_b
+
+    def make_accumulator_pipeline(self, storage, tiled_mma, epi_threads: int):
+        """As step 5's, with the epilogue threads of the CTAs that share the MMA: two, or one."""
+        return pipeline.PipelineUmmaAsync.create(
+            barrier_storage=storage.accumulator_barriers.data_ptr(),
+            num_stages=self.acc_stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cta_group * epi_threads),
+            cta_layout_vmnk=self.cta_layout_vmnk(tiled_mma),
+            defer_sync=True,
+        )
+
+    def make_tmem_allocator(self, storage, threads: int, allocator_warp: int = 0):
+        if self.cta_group == 2:
+            return super().make_tmem_allocator(storage, threads, allocator_warp)
+        return TmemAllocator(  # tcgen05.alloc.cta_group::1: this CTA's columns only, no peer to wait for
+            storage.tmem_address.ptr,
+            barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=int(Barrier.TMEM), num_threads=threads),
+            allocator_warp_id=allocator_warp,
+        )
+
+    @cute.jit
+    def pair_coords(self, tiled_mma):
+        """(the CTA's place in the cluster as VMNK, the MMA's tile (m, n), whether it issues the MMAs):
+        with single-CTA tiles every CTA leads itself."""
+        bidx, bidy, _ = cute.arch.block_idx()
+        cluster = self.cta_layout_vmnk(tiled_mma)
+        cta_in_cluster = cluster.get_flat_coord(cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()))
+        return cta_in_cluster, (bidx // self.cta_group, bidy, None), bidx % self.cta_group == 0
+
+    def tile_coords(self, index, mC: cute.Tensor):
+        """(the MMA's tile (m, n), this CTA's tile (m, n)) in cluster-tile ``index``."""
+        bidx, bidy, _ = cute.arch.block_idx()
+        cm, cn, _ = self.cluster_shape_mnk
+        clusters_m, clusters_n = self.cluster_grid(mC)
+        tile_m, tile_n = self.cluster_tile(index, clusters_m, clusters_n)
+        cta_m = tile_m * cm + bidx % cm
+        n = tile_n * cn + bidy
+        return (cta_m // self.cta_group, n, None), (cta_m, n, None)
+
     # ---- host side ----------------------------------------------------------------------------
 
     @staticmethod
@@ -171,10 +313,12 @@ class Gemm(parent.Gemm):
         return schedule.tail_slot(index, part, whole, cta, self.cluster_shape_mnk[0] * self.cluster_shape_mnk[1])
 
     def partial_view(self, mPartials: cute.Tensor, slot, sub, values):
-        """Thread ``tidx``'s ``values`` fp32 values of sub-tile ``sub`` in a slot, value-major."""
+        """Thread ``tidx``'s ``values`` fp32 values of sub-tile ``sub`` in a slot, value-major (a slot
+        holds a tile: tile_m x tile_n / threads values per thread, tile_n with 128 rows)."""
         tidx, _, _ = cute.arch.thread_idx()
         threads = self.epilogue_threads
-        start = mPartials.iterator + (slot * self.config.tile_n + sub * values) * threads + tidx
+        per_thread = self.config.tile_m * self.config.tile_n // threads
+        start = mPartials.iterator + (slot * per_thread + sub * values) * threads + tidx
         return cute.make_tensor(start, cute.make_layout(values, stride=threads))
 
     @cute.jit
@@ -239,8 +383,14 @@ class Gemm(parent.Gemm):
         return cute.flat_divide(accumulator[((None, None), 0, 0)], self.epi_tile())
 
     def make_tmem_store(self, accumulator):
-        """Registers -> tensor memory, the mirror of the epilogue's ``tcgen05.ld`` (32 lanes x 32 bits)."""
-        atom = cute.make_copy_atom(tcgen05.St32x32bOp(tcgen05.Repetition(self.config.epi_n)), ACC_DTYPE)
+        """Registers -> tensor memory, the mirror of the epilogue's ``tcgen05.ld``: 32 lanes x 32 bits
+        for a 128-row accumulator (lane = row), 16 lanes x 256 bits for 64 rows (M = 64 puts rows
+        16w..16w+15 in lanes 32w..32w+15, the 16 lanes a warp reads with the 16x256b shape)."""
+        if self.accumulator_rows() == 64:
+            op = tcgen05.St16x256bOp(tcgen05.Repetition(self.config.epi_n // 8))
+        else:
+            op = tcgen05.St32x32bOp(tcgen05.Repetition(self.config.epi_n))
+        atom = cute.make_copy_atom(op, ACC_DTYPE)
         return tcgen05.make_tmem_copy(atom, self.accumulator_subtiles(accumulator)[(None, None, 0, 0)])
 
     @cute.jit
