@@ -220,21 +220,3 @@ def test_every_admitted_width_compiles(key, tile_n):
     art = arch.compile_step(step, config, "sm_90a")
     assert f"wgmma.mma_async.sync.aligned.m64n{tile_n}k16.f32.bf16.bf16" in art.ptx
     assert not inspect.report(art).resources.spills
-
-
-@pytest.mark.fast
-@pytest.mark.parametrize("m", [1, 16, 64, 100, 128])
-def test_one_row_of_tiles_pairs_along_n(m):
-    """Decode-sized M: a pair along M would hold a CTA of padding rows only, so every width pairs
-    along N, and every launched CTA has real rows of C and its own columns of W to stream."""
-    for n, k in [(4096, 4096), (14336, 4096), (4096, 14336), (2048, 8192), (57344, 8192)]:
-        choice = tile_rule.choose(m, n, k, H200_CLUSTERS)
-        assert (choice.cluster_m, choice.cluster_n) == tile_rule.ALONG_N
-        assert tile_rule.cluster_tiles(m, n, choice.tile_n) == math.ceil(math.ceil(n / choice.tile_n) / 2)
-
-
-@pytest.mark.fast
-def test_two_rows_and_more_keep_the_width_clusters():
-    for m in (129, 256, 4096):
-        for tile_n in tile_rule.TILE_NS:
-            assert tile_rule.clusters_for(m, tile_n) == tile_rule.CLUSTERS[tile_n]

@@ -21,13 +21,6 @@ trades its half-tile epilogue for a fourth stage when K is long (:data:`LONG_K`)
 pairs its CTAs along N (they share A): on the few-wave shapes it is picked for, as fast or faster
 than pairs along M, up to 13% at 2048 x 1024 x 16384. Chapter 11 shows the measurements behind
 every constant (``results/tuning``).
-
-*One row of tiles* (M <= 128, decode-sized GEMMs: y = x W^T with few tokens): a pair along M
-would cover 256 rows, so one CTA of every pair would load zeros and compute padding, and only
-half of the SMs would stream the weights, which is all such a GEMM does (it is bound by reading
-W once from HBM). There every width pairs its CTAs along N (they share the x tile, multicast),
-so every launched CTA streams its own columns of W (:func:`clusters_for`). Arithmetic, not yet a
-measurement: NOTES.md, *Decode-sized GEMMs*, has the count and the prepared runs.
 """
 
 from __future__ import annotations
@@ -62,18 +55,9 @@ class Choice(NamedTuple):
         return self._asdict()
 
 
-ALONG_N = (1, 2)  # the pair of a one-row problem: both CTAs do real rows, they share x
-
-
-def clusters_for(m: int, tile_n: int) -> tuple:
-    """(cluster_m, cluster_n) of a 128 x ``tile_n`` tile on an output of ``m`` rows: :data:`CLUSTERS`,
-    except with a single row of tiles, where a pair along M would hold a CTA of padding only."""
-    return ALONG_N if m <= TILE_M else CLUSTERS[tile_n]
-
-
 def cluster_tiles(m: int, n: int, tile_n: int) -> int:
-    """Cluster-tiles of a 128 x ``tile_n`` tile in its clusters (:func:`clusters_for`) covering an m x n output."""
-    cluster_m, cluster_n = clusters_for(m, tile_n)
+    """Cluster-tiles of a 128 x ``tile_n`` tile in its clusters (:data:`CLUSTERS`) covering an m x n output."""
+    cluster_m, cluster_n = CLUSTERS[tile_n]
     return math.ceil(math.ceil(m / TILE_M) / cluster_m) * math.ceil(math.ceil(n / tile_n) / cluster_n)
 
 
@@ -100,4 +84,4 @@ def choose(m: int, n: int, k: int, clusters: int) -> Choice:
     """The tile and pipeline step 11 runs an m x n x k problem with."""
     tile_n = choose_tile_n(m, n, clusters)
     stages = LONG_K_STAGES if tile_n == TILE_NS[0] and k >= LONG_K else STAGES[tile_n]
-    return Choice(tile_n, *stages, *clusters_for(m, tile_n))
+    return Choice(tile_n, *stages, *CLUSTERS[tile_n])
