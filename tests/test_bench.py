@@ -352,3 +352,55 @@ def test_host_launch_breakdown_times_each_part_and_checks_the_prebuilt_path(monk
     Launcher.artifacts = types.SimpleNamespace(compiled=object())  # a DSL without compiled.to
     out = bench.host_launch_breakdown(Launcher(), kernel, launches=10, repeats=1)
     assert out["prebuilt"] is None and "AttributeError" in out["note"] and out["launcher"] == pytest.approx(15.0)
+
+
+# ---- the memory roofline (decode-sized GEMMs) ------------------------------------------------
+
+
+@pytest.mark.fast
+def test_datasheet_bandwidth_by_name():
+    assert bench.datasheet_tb_s("NVIDIA H100 80GB HBM3") == 3.35
+    assert bench.datasheet_tb_s("NVIDIA H100 PCIe") == 2.0
+    assert bench.datasheet_tb_s("NVIDIA H200") == 4.8
+    assert bench.datasheet_tb_s("NVIDIA B200") == 8.0
+    assert bench.datasheet_tb_s("NVIDIA A100-SXM4-80GB") is None
+    assert bench.datasheet_tb_s(None) is None
+
+
+@pytest.mark.fast
+def test_rotation_keeps_operands_out_of_l2():
+    l2 = 50 * 2**20
+    assert bench.rotation_sets(10 * 2**20, l2) == 15  # 3 L2s of 10 MiB sets
+    assert bench.rotation_sets(2 * 2**30, l2) == 1  # a 2 GiB weight is its own rotation
+    calls = []
+    turn = bench.Rotation([lambda i=i: calls.append(i) for i in range(3)])
+    for _ in range(7):
+        turn()
+    assert calls == [0, 1, 2, 0, 1, 2, 0]
+
+
+@pytest.mark.fast
+def test_bandwidth_fields_count_each_operand_once():
+    problem = GemmProblem(128, 4096, 4096)
+    assert problem.min_bytes == 2 * (128 * 4096 + 4096 * 4096 + 128 * 4096)
+    f = bench.bandwidth_fields(problem, 0.0125, 0.01, "NVIDIA H100 80GB HBM3", copy=3.0)
+    assert f["tb_s"] == pytest.approx(problem.min_bytes / 12.5e-6 / 1e12)
+    assert f["cublas_tb_s"] == pytest.approx(problem.min_bytes / 10e-6 / 1e12)
+    assert f["fraction_of_datasheet"] == pytest.approx(f["tb_s"] / 3.35)
+    assert f["cublas_fraction_of_copy"] == pytest.approx(f["cublas_tb_s"] / 3.0)
+    unknown = bench.bandwidth_fields(problem, 0.0125, 0.01, "some GPU")
+    assert unknown["fraction_of_datasheet"] is None and unknown["fraction_of_copy"] is None
+
+
+@pytest.mark.fast
+def test_decode_class():
+    from gemm_course import records
+
+    shapes = records.decode_shapes()
+    layers = [nk for model in records.DECODE_LAYERS.values() for nk in model.values()]
+    assert len(shapes) == 2 * len(layers) == len(set(shapes))
+    assert all(m in records.DECODE_MS for m, _, _ in shapes)
+    assert {(n, k) for m, n, k in shapes if m == 128} == set(layers)  # every layer at M = 128
+    assert {m for m, _, _ in shapes} == set(records.DECODE_MS)  # every M at least once
+    assert all(records.shape_class(*s) == "decode" for s in shapes)
+    assert not set(shapes) & {s for group in records.broad_sweep_shapes().values() for s in group}

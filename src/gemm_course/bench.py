@@ -73,6 +73,7 @@ from .records import (  # noqa: F401  (re-exported: the chapters and scripts cal
     SCHEMA,
     SWEEP_SQUARES,
     broad_sweep_shapes,
+    decode_shapes,
     dump_records,
     gpu_slug,
     latest,
@@ -167,6 +168,68 @@ def compare(providers: dict, warmup: int = 10, repeats: int = 100, rounds: int =
     for i in range(rounds):  # every other round reversed: each block follows each provider equally often
         for name in names if i % 2 == 0 else names[::-1]:
             out[name]["each"] += time_each(providers[name], repeats, host[name])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the memory roofline: bytes over time, and operands that do not sit in L2
+# ---------------------------------------------------------------------------------------------
+
+# HBM bandwidth by the vendors' datasheets (TB/s), by a substring of the GPU's name, most specific first
+DATASHEET_TB_S = (("H100 PCIe", 2.0), ("H100 NVL", 3.9), ("H100", 3.35), ("H200", 4.8), ("B200", 8.0), ("GB200", 8.0))
+ROTATE_CACHE_FACTOR = 3  # operand sets in turn cover at least this many L2s, so each launch reads DRAM
+
+
+def datasheet_tb_s(gpu_name: Optional[str]) -> Optional[float]:
+    """The datasheet's HBM bandwidth of a GPU by its name (None where the course does not know it)."""
+    for part, tb_s in DATASHEET_TB_S:
+        if gpu_name and part in gpu_name:
+            return tb_s
+    return None
+
+
+def rotation_sets(set_bytes: int, cache_bytes: int, factor: int = ROTATE_CACHE_FACTOR) -> int:
+    """How many operand sets, used in turn, keep a launch's operands out of an L2 of ``cache_bytes``."""
+    return max(1, math.ceil(factor * cache_bytes / max(set_bytes, 1)))
+
+
+class Rotation:
+    """Calls ``fns`` in turn, each bound to its own operands: in a model's decode step every layer
+    has its own weights, so a GEMM finds none of them in L2; timing one set over and over would
+    measure the cache."""
+
+    def __init__(self, fns: Sequence[Callable]):
+        self.fns, self.next = list(fns), 0
+
+    def __call__(self):
+        fn = self.fns[self.next]
+        self.next = (self.next + 1) % len(self.fns)
+        fn()
+
+
+def copy_tb_s(gib: float = 2.0, repeats: int = 20) -> float:
+    """Measured device-to-device copy bandwidth, TB/s counting bytes read plus bytes written
+    (median of ``repeats`` copies of ``gib`` GiB): the memory ceiling this GPU reaches today."""
+    import torch
+
+    n = int(gib * 2**30) // 2
+    src, dst = torch.empty(n, dtype=torch.bfloat16, device="cuda").normal_(), torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    for _ in range(3):
+        dst.copy_(src)
+    times = time_each(lambda: dst.copy_(src), repeats)
+    return 2 * n * 2 / (statistics.median(times) * 1e-3) / 1e12
+
+
+def bandwidth_fields(problem: GemmProblem, step_ms: float, cublas_ms: float, gpu_name: Optional[str],
+                     copy: Optional[float] = None) -> dict:
+    """A record's memory roofline: the fewest bytes (A and B read once, C written once) over each
+    median time, and their fractions of the datasheet's and of the measured copy bandwidth."""
+    sheet = datasheet_tb_s(gpu_name)
+    out = {"min_bytes": problem.min_bytes, "tb_s": problem.min_bytes / (step_ms * 1e-3) / 1e12,
+           "cublas_tb_s": problem.min_bytes / (cublas_ms * 1e-3) / 1e12, "datasheet_tb_s": sheet, "copy_tb_s": copy}
+    for name, ceiling in (("datasheet", sheet), ("copy", copy)):
+        out[f"fraction_of_{name}"] = out["tb_s"] / ceiling if ceiling else None
+        out[f"cublas_fraction_of_{name}"] = out["cublas_tb_s"] / ceiling if ceiling else None
     return out
 
 
@@ -585,14 +648,20 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
                seed: int = 0, command: str = "", env: Optional[dict] = None, seed_launches: int = 100,
                peers: Sequence[str] = (), b2b_seconds: float = 0.0, b2b_rounds: int = 2, graph: bool = False,
                energy_seconds: float = 0.0, energy_rounds: int = 2, meter: Optional[tuple] = None,
-               host_breakdown: bool = False) -> dict:
+               host_breakdown: bool = False, rotate: bool = False, copy: Optional[float] = None) -> dict:
     """Check, then time ``step`` and cuBLAS (and any ``peers``) interleaved on ``problem``; return a record.
 
     Then, on request, the step and cuBLAS as a user's loop sees them (:func:`sustained`): back to
     back with the host in the loop (``b2b_seconds`` > 0), in a CUDA graph (``graph``), and their
     energy per GEMM (``energy_seconds`` > 0; ``meter`` is :func:`open_meter`'s pair, opened here when
     not given), and the host's time per launch in parts (``host_breakdown``,
-    :func:`host_launch_breakdown`). Without a request the record has none of these fields."""
+    :func:`host_launch_breakdown`). Without a request the record has none of these fields.
+
+    With ``rotate`` the step and cuBLAS each take enough operand sets in turn (:class:`Rotation`,
+    :func:`rotation_sets`) that no launch finds its operands in L2, as in a model whose layers each
+    have their own weights (the first set is the one checked; the record's ``rotation`` says how
+    many). Every record carries its memory roofline (``bandwidth``, :func:`bandwidth_fields`;
+    ``copy``: a measured copy bandwidth to compare with, :func:`copy_tb_s`)."""
     import torch
 
     from . import run
@@ -611,6 +680,18 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
         torch.mm(a, b.t(), out=c_ref)
 
     providers = {"step": launch, "cublas": cublas}
+    rotation = None
+    if rotate:
+        cache = torch.cuda.get_device_properties(a.device).L2_cache_size
+        sets = rotation_sets(problem.min_bytes, cache)
+        others = [make_inputs(problem, "cuda", seed + 1 + i) for i in range(sets - 1)]
+        step_fns = [launch] + [run.prepare(step, x, w, y, config) for x, w, y in others]
+        outs = [c_ref] + [torch.empty_like(y) for _, _, y in others]
+        pairs = [(a, b)] + [(x, w) for x, w, _ in others]
+        cublas_fns = [(lambda x=x, w=w, y=y: torch.mm(x, w.t(), out=y)) for (x, w), y in zip(pairs, outs)]
+        providers = {"step": Rotation(step_fns), "cublas": Rotation(cublas_fns)}
+        rotation = {"sets": sets, "set_bytes": problem.min_bytes, "l2_bytes": cache,
+                    "how": "each provider launches on its operand sets in turn (bench.Rotation)"}
     peer_outputs = {}
     for name in peers:
         providers[name], peer_outputs[name] = _peer(name, a, b)
@@ -691,6 +772,9 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
         "ratio_to_cublas": theirs["median"] / ours["median"],
         "host_launch_us": {"step": timed["step"]["host_launch_us"], "cublas": timed["cublas"]["host_launch_us"]},
         "rel_error": err,
+        "bandwidth": bandwidth_fields(problem, ours["median"], theirs["median"], (env or {}).get("gpu")
+                                      or torch.cuda.get_device_name(a.device), copy),
+        **({"rotation": rotation} if rotation else {}),
         "command": command,
         **extra,
         **({"peers": {name: _peer_entry(name, problem, timed[name], theirs, peer_outputs[name], a, b, as_tflops)

@@ -159,6 +159,7 @@ def cmd_bench(args):
         argv = argv[:i + 1] + ["$OUT"] + argv[i + 2:]
     command = "gemm-course " + " ".join(shlex.quote(a) if a != "$OUT" else a for a in argv)
     env = bench.environment()
+    copy = bench.copy_tb_s() if args.rotate else None  # the memory ceiling of this run, beside its records
     records = []
     jobs = [(s, sh) for s in steps for sh in shapes]
     t0 = time.time()
@@ -170,12 +171,13 @@ def cmd_bench(args):
             print(f"[{i}/{len(jobs)}] {step.key} {problem.label}: skipped ({why})", file=sys.stderr)
             continue
         rec = bench.bench_step(step, problem, config, args.warmup, args.repeats, args.rounds, command=command, env=env,
-                               seed_launches=args.seed_launches, peers=args.peers)
+                               seed_launches=args.seed_launches, peers=args.peers, rotate=args.rotate, copy=copy)
         records.append(rec)
         print(
             f"[{i}/{len(jobs)}] {step.key:<8} {problem.label:<18} {rec['tflops']['median']:7.1f} TFLOP/s  "
             f"cuBLAS {rec['cublas_tflops']['median']:7.1f}  ratio {rec['ratio_to_cublas']:.3f}  "
             f"err {rec['rel_error']:.1e}  tile {rec['config'].get('tile_m')}x{rec['config'].get('tile_n')}  "
+            f"{rec['bandwidth']['tb_s']:.2f} TB/s (cuBLAS {rec['bandwidth']['cublas_tb_s']:.2f})  "
             f"({time.time() - t0:.0f} s)"
             + "".join(f"  {name} {p['tflops']['median']:.1f} ({p['ratio_to_cublas']:.3f})"
                       for name, p in rec.get("peers", {}).items()),
@@ -275,6 +277,9 @@ def build_parser():
     b.add_argument("--out", help="folder for the record file (default results/<gpu>/)")
     b.add_argument("--tag", help="name part of the record file")
     b.add_argument("--no-write", action="store_true", help="print the results only; write no record file")
+    b.add_argument("--rotate", action="store_true",
+                   help="time each kernel on enough operand sets in turn that none sits in L2 (decode GEMMs: "
+                        "every layer has its own weights); the run also measures the copy bandwidth")
     b.add_argument("--peers", nargs="*", default=[], choices=["triton"],
                    help="also time these kernels in the same rounds (triton: the course's Triton matmul)")
     b.set_defaults(fn=cmd_bench)

@@ -93,8 +93,28 @@ def broad_sweep_shapes() -> dict:
     return {"square": [(s, s, s) for s in SWEEP_SQUARES], "llm": llm, "few-wave long-K": few}
 
 
+# decode-sized GEMMs: y = x W^T with few tokens (M) and the weights (N, K) of real models' linear layers
+DECODE_MS = (16, 32, 64, 128, 256, 512)
+DECODE_LAYERS = {  # model: {layer: (N, K)} as nn.Linear stores W (out_features, in_features)
+    "Llama-3.2-1B": {"qkv": (3072, 2048), "o": (2048, 2048), "gate_up": (16384, 2048), "down": (2048, 8192)},
+    "Llama-3.1-8B": {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)},
+    "Qwen2.5-14B": {"qkv": (7168, 5120), "o": (5120, 5120), "gate_up": (27648, 5120), "down": (5120, 13824)},
+    "Llama-3.1-70B": {"qkv": (10240, 8192), "o": (8192, 8192), "gate_up": (57344, 8192), "down": (8192, 28672)},
+}
+
+
+def decode_shapes() -> list:
+    """The decode class, [(m, n, k), ...]: every layer of :data:`DECODE_LAYERS` at M = 128 (where the
+    memory roofline is judged), and each layer once more at one other M of :data:`DECODE_MS`, in turn."""
+    layers = [nk for model in DECODE_LAYERS.values() for nk in model.values()]
+    others = [m for m in DECODE_MS if m != 128]
+    return [(128, n, k) for n, k in layers] + [(others[i % len(others)], n, k) for i, (n, k) in enumerate(layers)]
+
+
 def shape_class(m: int, n: int, k: int) -> str:
-    """The broad sweep's class of a shape (``other`` outside it)."""
+    """The broad sweep's class of a shape (``decode`` for :func:`decode_shapes`, ``other`` outside both)."""
+    if (m, n, k) in decode_shapes():
+        return "decode"
     for name, shapes in broad_sweep_shapes().items():
         if (m, n, k) in shapes:
             return name
