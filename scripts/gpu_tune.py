@@ -73,6 +73,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--out", default=None)
+    p.add_argument("--rotate", action="store_true", help="operand sets in turn, none in L2 (decode GEMMs)")
     args = p.parse_args(argv)
     variants = {spec: variant(spec) for spec in args.variants}
     rows = []
@@ -83,11 +84,21 @@ def main(argv=None):
         configs = {spec: dataclasses.asdict(launch.config) for spec, launch in providers.items()}
         c_ref = torch.empty_like(c)
         providers["cublas"] = lambda: torch.mm(a, b.t(), out=c_ref)
+        if args.rotate:  # operand sets in turn, so no launch finds its operands in L2 (bench.Rotation)
+            sets = bench.rotation_sets(problem.min_bytes, torch.cuda.get_device_properties(0).L2_cache_size)
+            others = [make_inputs(problem, "cuda", 1 + i) for i in range(sets - 1)]
+            for spec, launch in list(providers.items()):
+                if spec == "cublas":
+                    fns = [(lambda x=x, w=w, y=y: torch.mm(x, w.t(), out=y)) for x, w, y in others]
+                else:
+                    fns = [run.prepare(launch.step, x, w, y, launch.config) for x, w, y in others]
+                providers[spec] = bench.Rotation([launch] + fns)
         timed = bench.compare(providers, repeats=args.repeats, rounds=args.rounds)
         cublas = bench.summarize(timed["cublas"]["each"])["median"]
         for spec, t in timed.items():
             med = bench.summarize(t["each"])["median"]
             rows.append({"shape": problem.label, "variant": spec, "median_ms": med, "tflops": bench.tflops(problem, med),
+                         "tb_s": problem.min_bytes / (med * 1e-3) / 1e12, "rotate": args.rotate,
                          "ratio_to_cublas": cublas / med, "seed_tflops": bench.tflops(problem, t["seed_mean"]),
                          "each_ms": t["each"], "config": configs.get(spec)})
         print(f"{problem.label} done", flush=True)
@@ -95,9 +106,10 @@ def main(argv=None):
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "tune.json"), "w") as f:
             json.dump({"env": bench.environment(), "rows": rows}, f)
-    print(f"{'shape':<18} {'variant':<40} {'TFLOP/s':>8} {'x cuBLAS':>9} {'seed':>7}")
+    print(f"{'shape':<18} {'variant':<40} {'TFLOP/s':>8} {'TB/s':>6} {'x cuBLAS':>9} {'seed':>7}")
     for r in rows:
-        print(f"{r['shape']:<18} {r['variant']:<40} {r['tflops']:8.1f} {r['ratio_to_cublas']:9.3f} {r['seed_tflops']:7.1f}")
+        print(f"{r['shape']:<18} {r['variant']:<40} {r['tflops']:8.1f} {r['tb_s']:6.2f} {r['ratio_to_cublas']:9.3f} "
+              f"{r['seed_tflops']:7.1f}")
 
 
 if __name__ == "__main__":
