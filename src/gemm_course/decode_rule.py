@@ -130,6 +130,16 @@ def tile_m_for(m: int) -> int:
     return 64 if m <= 64 else 128
 
 
+def busiest_span(tiles: int, clusters: int, k_tiles: int) -> tuple:
+    """(parts per tail tile, units, the busiest cluster's K tiles) of ``tiles`` on ``clusters`` under
+    the kernel's own tail schedule (``schedule.tail_parts``, ``tail_span``; hand-overs priced in)."""
+    parts = schedule.tail_parts(tiles, clusters, k_tiles)
+    units, _ = schedule.tail_units(tiles, clusters, parts)
+    waves, tail = divmod(tiles, clusters)
+    tail_k = Fraction(schedule.tail_span(tail, clusters, parts, k_tiles), parts) if parts > 1 else (k_tiles if tail else 0)
+    return parts, units, waves * k_tiles + tail_k
+
+
 def evaluate(m: int, n: int, k: int, tile_n: int, cluster_n: int, sms: int) -> Choice:
     """The model's numbers for single-CTA tiles tile_m_for(m) x ``tile_n`` in clusters of
     ``cluster_n`` along N, on a GPU of ``sms`` SMs running one CTA per SM."""
@@ -137,11 +147,7 @@ def evaluate(m: int, n: int, k: int, tile_n: int, cluster_n: int, sms: int) -> C
     clusters = sms // cluster_n
     tiles = math.ceil(m / tile_m) * math.ceil(n / (tile_n * cluster_n))
     k_tiles = math.ceil(k / TILE_K)
-    parts = schedule.tail_parts(tiles, clusters, k_tiles)
-    units, _ = schedule.tail_units(tiles, clusters, parts)
-    waves, tail = divmod(tiles, clusters)
-    tail_k = Fraction(schedule.tail_span(tail, clusters, parts, k_tiles), parts) if parts > 1 else (k_tiles if tail else 0)
-    span = waves * k_tiles + tail_k
+    parts, units, span = busiest_span(tiles, clusters, k_tiles)
     rows = min(m, tile_m)
     sm_bytes = span * (tile_n + rows) * K_TILE_ROW_BYTES
     tile_rows = math.ceil(m / tile_m)
@@ -160,11 +166,7 @@ def evaluate_pair(m: int, n: int, k: int, sms: int, tile_n: int = 256, cluster_m
     clusters = sms // (cluster_m * cluster_n)
     tiles = math.ceil(m / (PAIR_ROWS * cluster_m // 2)) * math.ceil(n / (tile_n * cluster_n))
     k_tiles = math.ceil(k / TILE_K)
-    parts = schedule.tail_parts(tiles, clusters, k_tiles)
-    units, _ = schedule.tail_units(tiles, clusters, parts)
-    waves, tail = divmod(tiles, clusters)
-    tail_k = Fraction(schedule.tail_span(tail, clusters, parts, k_tiles), parts) if parts > 1 else (k_tiles if tail else 0)
-    span = waves * k_tiles + tail_k
+    parts, units, span = busiest_span(tiles, clusters, k_tiles)
     sm_bytes = span * (min(m, PAIR_ROWS // 2) + tile_n // 2) * K_TILE_ROW_BYTES
     l2_bytes = (math.ceil(m / PAIR_ROWS) * math.ceil(n / tile_n) * tile_n * k_tiles * K_TILE_ROW_BYTES
                 + math.ceil(n / (tile_n * cluster_n)) * m * k_tiles * K_TILE_ROW_BYTES)

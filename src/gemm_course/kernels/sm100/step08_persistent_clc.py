@@ -58,6 +58,7 @@ def check_config(config: Config):
 
 class Gemm(parent.Gemm):
     threads = 32 * (len(EPILOGUE_WARPS) + 3)  # + MMA, TMA and scheduler warps
+    cta_group = PAIR  # CTAs per tcgen05.mma tile
 
     def __init__(self, config: Config):
         super().__init__(config)
@@ -106,7 +107,7 @@ class Gemm(parent.Gemm):
         tile_m, tile_n = self.cluster_tile(index, clusters_m, clusters_n)
         cta_m = tile_m * cm + bidx % cm
         n = tile_n * cn + bidy
-        return (cta_m // PAIR, n, None), (cta_m, n, None)
+        return (cta_m // self.cta_group, n, None), (cta_m, n, None)
 
     def make_clc_pipeline(self, storage, tiled_mma):
         """The scheduler produces answers; it and every role warp of each CTA of the cluster consume each one."""

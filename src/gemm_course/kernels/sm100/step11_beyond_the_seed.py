@@ -214,16 +214,6 @@ class Gemm(parent.Gemm):
         cta_in_cluster = cluster.get_flat_coord(cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()))
         return cta_in_cluster, (bidx // self.cta_group, bidy, None), bidx % self.cta_group == 0
 
-    def tile_coords(self, index, mC: cute.Tensor):
-        """(the MMA's tile (m, n), this CTA's tile (m, n)) in cluster-tile ``index``."""
-        bidx, bidy, _ = cute.arch.block_idx()
-        cm, cn, _ = self.cluster_shape_mnk
-        clusters_m, clusters_n = self.cluster_grid(mC)
-        tile_m, tile_n = self.cluster_tile(index, clusters_m, clusters_n)
-        cta_m = tile_m * cm + bidx % cm
-        n = tile_n * cn + bidy
-        return (cta_m // self.cta_group, n, None), (cta_m, n, None)
-
     # ---- host side ----------------------------------------------------------------------------
 
     @staticmethod
