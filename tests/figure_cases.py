@@ -7,7 +7,7 @@ Kernels are never compiled here; the cases marked ``compile`` trace the kernels'
 
 from __future__ import annotations
 
-from synthetic import bench_record, write_runs
+from synthetic import bench_record, decode_record, write_runs
 
 from gemm_course import bench, chapter, exercises, ladder, sim, tile_order, viz
 from gemm_course import records as rec
@@ -48,6 +48,15 @@ def sweep_ratios(tmp_path):
 
 def sweep_ratios_empty(tmp_path):
     return viz.sweep_ratios(write_runs(tmp_path, {}), "sm90/10")
+
+
+def bandwidth_bars(tmp_path):
+    shapes = rec.decode_shapes()
+    return viz.bandwidth_bars([decode_record(s, 0.01 * (i + 1), 0.0095 * (i + 1), "2026-12-05") for i, s in enumerate(shapes)])
+
+
+def bandwidth_bars_empty(tmp_path):
+    return viz.bandwidth_bars(rec.decode_sweep(_records()))
 
 
 def roofline_naive(tmp_path):
@@ -318,6 +327,8 @@ CASES = {name: (fn, mark, builder) for name, fn, mark, builder in [
     ("sweep_ratios", "sweep_ratios", "fast", sweep_ratios),
     ("sweep_ratios_empty", "sweep_ratios", "fast", sweep_ratios_empty),
     ("roofline_naive", "roofline", "fast", roofline_naive),
+    ("bandwidth_bars", "bandwidth_bars", "fast", bandwidth_bars),
+    ("bandwidth_bars_empty", "bandwidth_bars", "fast", bandwidth_bars_empty),
     ("roofline_results", "roofline", "fast", roofline_results),
     ("roofline_primer", "roofline", "fast", roofline_primer),
     ("smem_traffic_bars", "smem_traffic_bars", "fast", smem_traffic_bars),

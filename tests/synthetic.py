@@ -39,3 +39,15 @@ def clocks_record(step, size, tflops, mhz, watts, file="run1"):
     return {"kind": "clocks", "step": step, "shape": {"m": size, "n": size, "k": size}, "gpu": "NVIDIA H200",
             "date": "2026-11-30T00:00:00+00:00", "_file": file, "tflops": tflops, "sm_mhz": mhz, "power_w": watts,
             "flop_per_sm_clock": flop_per_clock}
+
+
+def decode_record(shape, step_ms: float, cublas_ms: float, date: str, name: str = "20261205T000000Z_decode.json",
+                  gpu: str = "NVIDIA H100 80GB HBM3", copy: float = 3.0) -> dict:
+    """A decode-class record as ``bench.bench_step(..., rotate=True)`` writes its fields (the ones
+    ``records.decode_sweep`` and ``viz.bandwidth_bars`` read)."""
+    from gemm_course import bench
+    from gemm_course.problem import GemmProblem
+
+    return {"step": "sm90/11", "shape": dict(zip("mnk", shape)), "gpu": gpu, "date": date, "driver": "x", "cuda": "13.0",
+            "torch": "2.11", "cutlass_dsl": "4.8.1", "_file": name, "protocol": {"rounds": 5, "repeats": 100},
+            "rotation": {"sets": 3}, "bandwidth": bench.bandwidth_fields(GemmProblem(*shape), step_ms, cublas_ms, gpu, copy)}

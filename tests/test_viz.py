@@ -548,3 +548,31 @@ def test_roofline_labels_points_that_share_an_intensity_apart():
     assert {t.get_text() for t in ax.texts} >= {f"step {n}" for n in range(5, 12)}
     assert "drawn a little apart sideways" in fig.caption
     assert "cuBLAS: 779 TFLOP/s" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+@pytest.mark.fast
+def test_bandwidth_bars_draw_the_decode_records():
+    """The memory roofline's figure draws what the decode records hold (each shape's newest of the
+    order, in the class's order), and a message where there is none."""
+    import warnings
+
+    from synthetic import decode_record as record
+
+    from gemm_course import records
+
+    shapes = records.decode_shapes()
+    recs = [record(shapes[1], 0.02, 0.018, "2026-12-05"), record(shapes[0], 0.015, 0.014, "2026-12-05"),
+            record(shapes[0], 0.012, 0.014, "2026-12-06"), record(shapes[2], 0.05, 0.05, "2026-12-06", "x_broad_sweep.json")]
+    sweep = records.decode_sweep(recs)
+    assert [records.shape_of(r) for r in sweep] == [shapes[0], shapes[1]]
+    assert sweep[0]["date"] == "2026-12-06"  # the newest of a shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = viz.bandwidth_bars(sweep)
+    ax = fig.axes[0]
+    widths = sorted(round(b.get_width(), 6) for b in ax.patches)
+    want = sorted(round(r["bandwidth"][f], 6) for r in sweep for f in ("tb_s", "cublas_tb_s"))
+    assert widths == want
+    assert {round(line.get_xdata()[0], 6) for line in ax.lines} == {3.35, 3.0}
+    assert "H100" in fig.caption
+    assert viz.bandwidth_bars([]).caption.startswith("Decode-sized GEMMs")

@@ -291,6 +291,27 @@ def latest_sweep(records: Sequence[dict], step: Optional[str] = None) -> list:
     return [r for r in sweep if r["_file"] == newest]
 
 
+DECODE_ORDERS = {"forward": "_decode.json", "reversed": "_decode_reversed.json"}  # scripts/gpu_decode.sh
+
+
+def decode_sweep(records: Sequence[dict], step: Optional[str] = None, order: str = "forward",
+                 gpu: Optional[str] = None) -> list:
+    """The decode class's records (``scripts/gpu_decode.sh``, operands out of L2) of ``step`` (default:
+    the final Hopper step) in one order: each shape's newest, in :func:`decode_shapes`' order; ``gpu``
+    keeps one card's."""
+    from . import ladder
+
+    step = step or ladder.final("sm90").key
+    newest = {}
+    for r in records:
+        if (r["step"] == step and r.get("_file", "").endswith(DECODE_ORDERS[order]) and r.get("rotation")
+                and (gpu is None or r.get("gpu") == gpu)):
+            shape = shape_of(r)
+            if shape not in newest or (r.get("date", ""), r["_file"]) > (newest[shape].get("date", ""), newest[shape]["_file"]):
+                newest[shape] = r
+    return [newest[s] for s in decode_shapes() if s in newest]
+
+
 BROAD_SWEEP_ORDERS = {"forward": "_broad_sweep.json", "reversed": "_broad_sweep_reversed.json"}
 
 

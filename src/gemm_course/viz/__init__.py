@@ -31,7 +31,7 @@ from ..inspect import opcode_family_counts
 from ..records import ab_table, config_changes, geomean, latest_sweep, power_limit_split, spread_verdict, step_table
 from ..sim import HOPPER_SM, pipeline_model
 from ..source import phase_source
-from .ladder import (DATASHEET, SEED_B200_TFLOPS, SEED_LABEL, SEED_SHAPE, ladder_bars, ladder_data, roofline,
+from .ladder import (DATASHEET, SEED_B200_TFLOPS, SEED_LABEL, SEED_SHAPE, bandwidth_bars, ladder_bars, ladder_data, roofline,
                      smem_traffic_bars, sweep_ratios)
 from .layouts import (bank_maps, cluster_multicast, cta_pair_split, layout_grid, multicast_mask_grid,
                       owners_from_lists, ownership, tmem_map, xor_pattern)
@@ -45,7 +45,7 @@ from .schedules import (clc_timeline, cluster_placement, dynamic_tail, l2_panels
 
 __all__ = [
     # figures
-    "bank_maps", "clc_timeline", "cluster_multicast", "cluster_placement", "cta_pair_split", "epilogue_path",
+    "bandwidth_bars", "bank_maps", "clc_timeline", "cluster_multicast", "cluster_placement", "cta_pair_split", "epilogue_path",
     "instruction_mix", "k_loop_schedule", "l2_panels", "ladder_bars", "launch_timeline", "layout_grid",
     "multicast_mask_grid", "occupancy_bars", "opcode_families", "order_energy", "ownership", "persistent_grid",
     "pipeline_timeline", "power_limit_bars", "register_split", "roofline", "smem_traffic_bars", "stream_k_tail",

@@ -445,6 +445,39 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
     return set_caption(fig, caption, alt="Roofline chart, log-log")
 
 
+def bandwidth_bars(sweep: Sequence[dict], title: str = "Decode-sized GEMMs: bytes over time") -> Figure:
+    """The memory roofline of a decode sweep (``records.decode_sweep``): per shape, the fewest bytes
+    (A, B, C once) over the median time, for the step and for cuBLAS timed beside it, against the
+    datasheet's HBM bandwidth and the copy bandwidth measured in the same run (``bench.copy_tb_s``)."""
+    if not sweep:
+        return message_figure("No decode record yet: scripts/gpu_decode.sh on a GPU writes them.",
+                              "Decode-sized GEMMs against HBM bandwidth: not measured yet.")
+    labels = ["x".join(map(str, shape_of(r))) for r in sweep]
+    ours = [r["bandwidth"]["tb_s"] for r in sweep]
+    theirs = [r["bandwidth"]["cublas_tb_s"] for r in sweep]
+    fig = new_figure(PAGE_WIDTH, 1.6 + 0.28 * len(sweep))
+    ax = fig.add_subplot()
+    y = np.arange(len(sweep))
+    ax.barh(y - 0.2, ours, 0.4, color=MEASURED, label=sweep[0]["step"])
+    ax.barh(y + 0.2, theirs, 0.4, color=CUBLAS, label="cuBLAS (same run)")
+    sheet = sweep[0]["bandwidth"].get("datasheet_tb_s")
+    copies = [r["bandwidth"].get("copy_tb_s") for r in sweep if r["bandwidth"].get("copy_tb_s")]
+    if sheet:
+        ax.axvline(sheet, color="black", linewidth=1.5, label=f"datasheet {sheet:g} TB/s")
+    if copies:
+        copy = float(np.median(copies))
+        ax.axvline(copy, color="grey", linestyle="--", linewidth=1.3, label=f"copy, measured {copy:.2f} TB/s")
+    ax.set_yticks(y, labels, fontsize=TEXT_PT)
+    ax.invert_yaxis()
+    ax.set_xlabel("TB/s: (MK + NK + MN) x 2 bytes over the median time")
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.08 - 1.2 / (1.6 + 0.28 * len(sweep))),
+              ncol=2, frameon=False)
+    ax.grid(True, axis="x", alpha=0.25)
+    return set_caption(fig, f"{provenance(sweep[0])}; operands in turn over three L2s, so every launch reads DRAM.",
+                       alt="Horizontal bars of achieved bandwidth per decode shape")
+
+
 def smem_traffic_bars(rows: dict, title: str = "Shared-memory traffic of the main loop at the tensor cores' rate") -> Figure:
     """``rows = {label: gemm_course.sim.SmemTraffic}``: bytes per clock read by wgmma and written by
     TMA, stacked, against the SM's shared-memory bandwidth."""
