@@ -83,16 +83,10 @@ def main(argv=None):
         providers = checked_launches(variants, problem, a, b, c)
         configs = {spec: dataclasses.asdict(launch.config) for spec, launch in providers.items()}
         c_ref = torch.empty_like(c)
-        providers["cublas"] = lambda: torch.mm(a, b.t(), out=c_ref)
         if args.rotate:  # operand sets in turn, so no launch finds its operands in L2 (bench.Rotation)
-            sets = bench.rotation_sets(problem.min_bytes, torch.cuda.get_device_properties(0).L2_cache_size)
-            others = [make_inputs(problem, "cuda", 1 + i) for i in range(sets - 1)]
-            for spec, launch in list(providers.items()):
-                if spec == "cublas":
-                    fns = [(lambda x=x, w=w, y=y: torch.mm(x, w.t(), out=y)) for x, w, y in others]
-                else:
-                    fns = [run.prepare(launch.step, x, w, y, launch.config) for x, w, y in others]
-                providers[spec] = bench.Rotation([launch] + fns)
+            providers, _ = bench.rotated_providers(providers, problem, a, b, c_ref)
+        else:
+            providers["cublas"] = lambda: torch.mm(a, b.t(), out=c_ref)
         timed = bench.compare(providers, repeats=args.repeats, rounds=args.rounds)
         cublas = bench.summarize(timed["cublas"]["each"])["median"]
         for spec, t in timed.items():

@@ -207,6 +207,25 @@ class Rotation:
         fn()
 
 
+def rotated_providers(launches: dict, problem: GemmProblem, a, b, out, seed: int = 0) -> tuple:
+    """({name: Rotation} for each prepared launcher of ``launches`` and for cuBLAS (``"cublas"``), the
+    record's ``rotation``): the first operand set is ``a``, ``b`` (cuBLAS writes ``out``), the others
+    fresh (seeds ``seed + 1`` on), enough of them for :func:`rotation_sets`; each launcher is prepared
+    again, with its own config, on every other set."""
+    import torch
+
+    from . import run
+
+    cache = torch.cuda.get_device_properties(a.device).L2_cache_size
+    sets = rotation_sets(problem.min_bytes, cache)
+    others = [make_inputs(problem, "cuda", seed + 1 + i) for i in range(sets - 1)]
+    rotated = {name: Rotation([launch] + [run.prepare(launch.step, x, w, y, launch.config) for x, w, y in others])
+               for name, launch in launches.items()}
+    rotated["cublas"] = Rotation([(lambda x=x, w=w, y=y: torch.mm(x, w.t(), out=y)) for x, w, y in [(a, b, out)] + others])
+    return rotated, {"sets": sets, "set_bytes": problem.min_bytes, "l2_bytes": cache,
+                     "how": "each provider launches on its operand sets in turn (bench.Rotation)"}
+
+
 def copy_tb_s(gib: float = 2.0, repeats: int = 20) -> float:
     """Measured device-to-device copy bandwidth, TB/s counting bytes read plus bytes written
     (median of ``repeats`` copies of ``gib`` GiB): the memory ceiling this GPU reaches today."""
@@ -682,16 +701,7 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
     providers = {"step": launch, "cublas": cublas}
     rotation = None
     if rotate:
-        cache = torch.cuda.get_device_properties(a.device).L2_cache_size
-        sets = rotation_sets(problem.min_bytes, cache)
-        others = [make_inputs(problem, "cuda", seed + 1 + i) for i in range(sets - 1)]
-        step_fns = [launch] + [run.prepare(step, x, w, y, config) for x, w, y in others]
-        outs = [c_ref] + [torch.empty_like(y) for _, _, y in others]
-        pairs = [(a, b)] + [(x, w) for x, w, _ in others]
-        cublas_fns = [(lambda x=x, w=w, y=y: torch.mm(x, w.t(), out=y)) for (x, w), y in zip(pairs, outs)]
-        providers = {"step": Rotation(step_fns), "cublas": Rotation(cublas_fns)}
-        rotation = {"sets": sets, "set_bytes": problem.min_bytes, "l2_bytes": cache,
-                    "how": "each provider launches on its operand sets in turn (bench.Rotation)"}
+        providers, rotation = rotated_providers({"step": launch}, problem, a, b, c_ref, seed)
     peer_outputs = {}
     for name in peers:
         providers[name], peer_outputs[name] = _peer(name, a, b)
