@@ -189,29 +189,85 @@ def _check_operand(name: str, t, device_type: str, rows_name: str, cols_name: st
         raise GemmInputError(f"{name} is on {t.device}, the kernel runs on {device_type}: move it with {hint}.")
 
 
-def _check_k_major(name: str, t, major_word: str):
+def _major_rule(name: str, t, major_word: str) -> str:
+    """Why the 2-D ``t`` is not row-major with rows that do not overlap (stride 1 along
+    ``major_word``, K for A and B, N for C), or ''."""
     rows, cols = t.shape
     if t.stride(1) != 1:
         if t.stride(0) == 1 and rows > 1:
-            raise GemmInputError(
+            return (
                 f"{name} is {'column' if major_word == 'K' else 'the wrong'}-major (strides {tuple(t.stride())}), "
                 f"the kernels need {name} {major_word}-major (row-major, stride 1 along {major_word}). "
                 f"Pass {name.lower()}.contiguous(); if you have the transpose, pass {name.lower()}.t().contiguous()."
             )
-        raise GemmInputError(
-            f"{name} is not contiguous (strides {tuple(t.stride())}); pass {name.lower()}.contiguous()."
-        )
+        return f"{name} is not contiguous (strides {tuple(t.stride())}); pass {name.lower()}.contiguous()."
     if rows > 1 and t.stride(0) < cols:
-        raise GemmInputError(f"{name} rows overlap (strides {tuple(t.stride())}); pass {name.lower()}.contiguous().")
+        return f"{name} rows overlap (strides {tuple(t.stride())}); pass {name.lower()}.contiguous()."
+    return ""
+
+
+def _tma_rule(name: str, t) -> str:
+    """Why TMA cannot address the row-major 2-D ``t`` (a tensor map's base address and its row
+    stride, the one global stride, must be multiples of 16 bytes), or ''."""
+    row = t.stride(0)
+    if row % ELEMS_PER_16B:
+        padded = math.ceil(max(row, t.shape[1]) / ELEMS_PER_16B) * ELEMS_PER_16B
+        # torch calls a one-row view contiguous whatever its row stride, and .contiguous() keeps it
+        copy = "contiguous()" if t.shape[0] > 1 else "clone(memory_format=torch.contiguous_format)"
+        return (
+            f"{name}'s rows are {row} elements ({row * BF16_BYTES} bytes) apart (strides {tuple(t.stride())}, e.g. a "
+            f"view into a wider tensor): TMA needs a row stride that is a multiple of {TMA_ALIGN_BYTES} bytes "
+            f"({ELEMS_PER_16B} bf16 elements). Pass {name.lower()}.{copy}, or allocate the rows padded to a "
+            f"multiple of {ELEMS_PER_16B} elements (here {padded}) and take the view from that."
+        )
+    if t.data_ptr() % TMA_ALIGN_BYTES:
+        return (
+            f"{name}'s data pointer is not 16-byte aligned (it is a view at an odd offset); "
+            f"pass {name.lower()}.clone() to get a fresh, aligned allocation."
+        )
+    return ""
+
+
+def operand_rule(name: str, t, *, major_word: str = "K", need_tma: bool = True) -> str:
+    """Why the kernels cannot read (or write) the 2-D bfloat16 tensor ``t`` as it lies in memory,
+    or '': row-major along ``major_word`` (K for A and B, N for C) with rows that do not overlap,
+    and with ``need_tma`` a 16-byte aligned base and a row stride that is a multiple of 8 elements.
+    :func:`validate` raises the same messages; a caller that would rather copy than refuse (e.g.
+    ``linear`` with its input) asks this and copies when it says why."""
+    return _major_rule(name, t, major_word) or (_tma_rule(name, t) if need_tma else "")
+
+
+def _byte_span(t) -> tuple:
+    """[first, last) bytes a row-major 2-D tensor can touch (rows with a stride, the last one whole)."""
+    rows, cols = t.shape
+    start = t.data_ptr()
+    return start, start + ((rows - 1) * t.stride(0) + cols) * t.element_size()
+
+
+def _aliasing_rule(a, b, c) -> str:
+    """Why the output ``c`` cannot be written while ``a`` and ``b`` are read (its bytes overlap an
+    input's), or ''. A and B may share memory: both are only read."""
+    c_first, c_last = _byte_span(c)
+    for name, t in (("A", a), ("B", b)):
+        first, last = _byte_span(t)
+        if first < c_last and c_first < last:
+            return (
+                f"C shares memory with an input ({name}): the kernel would overwrite what it still reads. "
+                "Allocate a separate output tensor (torch.empty(M, N, dtype=torch.bfloat16, device=...))."
+            )
+    return ""
 
 
 def validate(a, b, c=None, *, need_tma: bool = True, device_type: str = "cuda") -> GemmProblem:
     """Check operands for ``C = A @ B.T`` and return the problem; raise :class:`GemmInputError`.
 
-    In order: each tensor's type, rank, dtype and device, and agreeing shapes; the problem's
-    :func:`shape_rules` (with ``need_tma``: K and N multiples of 8, with or without a C); K-major
-    strides, no aliasing, C not requiring grad; with ``need_tma``, 16-byte aligned base pointers.
-    The naive step 1 passes ``need_tma=False``.
+    The one check of the tensors every path applies (``run.prepare``, ``run.validate_operands``,
+    ``linear``, the benches). In order: each tensor's type, rank, dtype and device, and agreeing
+    shapes; the problem's :func:`shape_rules` (with ``need_tma``: K and N multiples of 8, with or
+    without a C); each tensor's layout (:func:`operand_rule`: row-major, rows that do not overlap,
+    and with ``need_tma`` row strides that are multiples of 8 elements and 16-byte aligned base
+    pointers, the two things a TMA tensor map needs); C not overlapping A or B and not requiring
+    grad. The naive step 1 passes ``need_tma=False``.
     ``device_type``: where the kernel runs ('cuda'); tests of the other rules may pass 'cpu'.
     """
     _check_operand("A", a, device_type, "M", "K")
@@ -235,22 +291,17 @@ def validate(a, b, c=None, *, need_tma: bool = True, device_type: str = "cuda") 
     broken = shape_rules(m, n, k, need_tma=need_tma)  # before the strides: an empty matrix has odd ones
     if broken:
         raise GemmInputError(broken[0])
-    _check_k_major("A", a, "K")
-    _check_k_major("B", b, "K")
+    for name, t, major_word in (("A", a, "K"), ("B", b, "K"), ("C", c, "N")):
+        why = operand_rule(name, t, major_word=major_word, need_tma=need_tma) if t is not None else ""
+        if why:
+            raise GemmInputError(why)
     if c is not None:
-        _check_k_major("C", c, "N")
-        if c.data_ptr() in (a.data_ptr(), b.data_ptr()):
-            raise GemmInputError("C shares memory with an input: allocate a separate output tensor.")
+        why = _aliasing_rule(a, b, c)
+        if why:
+            raise GemmInputError(why)
         if c.requires_grad:
             raise GemmInputError(
                 "C requires grad, but the kernel writes it in place outside autograd: pass an output from "
                 "torch.empty(...) (or c.detach()); A and B may require grad, they are read detached."
             )
-    if need_tma:
-        for name, t in (("A", a), ("B", b), ("C", c)):
-            if t is not None and t.data_ptr() % TMA_ALIGN_BYTES:
-                raise GemmInputError(
-                    f"{name}'s data pointer is not 16-byte aligned (it is a view at an odd offset); "
-                    f"pass {name.lower()}.clone() to get a fresh, aligned allocation."
-                )
     return GemmProblem(m, n, k)
