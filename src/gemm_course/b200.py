@@ -296,6 +296,166 @@ def publish_logs(out: str, results_dir: Optional[str] = None) -> list:
     return done
 
 
+# ---------------------------------------------------------------------------------------------
+# what runs where: the status the book shows, read from the records (one place)
+# ---------------------------------------------------------------------------------------------
+
+B200_SLUGS = ("nvidia-b200", "nvidia-gb200")  # results/<slug>/ of the GPUs sm_100a code runs on
+
+
+def b200_records(records=None) -> list:
+    """The timed records (kind ``bench``) of Blackwell steps measured on a B200-class GPU, oldest first."""
+    from .records import gpu_slug, load_records
+
+    records = load_records() if records is None else records
+    return [r for r in records if r.get("kind", "bench") == "bench" and str(r.get("step", "")).startswith("sm100/")
+            and gpu_slug(r.get("gpu") or "") in B200_SLUGS]
+
+
+def has_b200_record(step: Optional[str] = None, records=None) -> bool:
+    """Whether any record of a Blackwell step (of ``step``, e.g. ``"sm100/11"``, when given; a variant
+    such as ``sm100/11:stream_k=False`` counts for its step) measured on a B200 exists under results/."""
+    return any(step is None or r["step"].split(":")[0] == step for r in b200_records(records))
+
+
+def measured_steps(records=None) -> dict:
+    """``{step key: its newest B200 record}`` for every Blackwell step with one."""
+    out = {}
+    for r in b200_records(records):
+        out[r["step"].split(":")[0]] = r
+    return out
+
+
+def _step_order(key: str) -> tuple:
+    arch_name, number = key.split("/")
+    return arch_name, int(number)
+
+
+def kit_runs(results_dir: Optional[str] = None) -> list:
+    """The B200 kit runs published under results/logs/ (``<UTC date>_b200_stepwise.log``, newest first):
+    ``{"stamp", "log", "rows"}`` with the steps table the stepwise phase printed last
+    (:func:`gemm_course.stepwise.table`), each row ``{"step", "debug", "timed", "sanitizer", "failed",
+    "log"}``: ``log`` is the published log of the phase that failed (or None)."""
+    from .records import RESULTS_DIR
+
+    folder = os.path.join(results_dir or RESULTS_DIR, "logs")
+    runs = []
+    for path in sorted(glob.glob(os.path.join(folder, "*_b200_stepwise.log")), reverse=True):
+        stamp = os.path.basename(path).split("_b200_")[0]
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+        heads = [i for i, line in enumerate(lines) if line.split()[:1] == ["step"] and line.rstrip().endswith("what failed")]
+        rows = []
+        for line in lines[heads[-1] + 1:] if heads else []:
+            parts = line.split(None, 4)
+            if len(parts) < 4 or "/" not in parts[0]:
+                break
+            failed = parts[4].strip() if len(parts) > 4 and parts[4].strip() != "-" else ""
+            log = None
+            if failed:  # the failed phase's own log, as the kit published it beside this one
+                phase = failed.split(":", 1)[0]
+                log = f"results/logs/{stamp}_b200_step_{parts[0].replace('/', '-')}_{phase}.log"
+            rows.append({"step": parts[0], "debug": parts[1], "timed": parts[2], "sanitizer": parts[3],
+                         "failed": failed, "log": log})
+        runs.append({"stamp": stamp, "log": os.path.join("results", "logs", os.path.basename(path)), "rows": rows})
+    return runs
+
+
+def step_status(records=None, results_dir: Optional[str] = None) -> dict:
+    """Every Blackwell step's status from the records and the published kit logs: ``{key: (state, detail)}``
+    with state ``"measured"`` (a B200 record; detail: its file), ``"failed"`` (the newest kit run failed
+    it; detail: the phase, why, and its log) or ``"compiled"`` (compiled and checked on the CPU, not run)."""
+    from . import ladder
+
+    measured = measured_steps(records)
+    runs = kit_runs(results_dir)
+    failed = {row["step"]: row for row in (runs[0]["rows"] if runs else []) if row["failed"]}
+    out = {}
+    for step in ladder.steps("sm100"):
+        if step.key in failed:
+            row = failed[step.key]
+            out[step.key] = ("failed", f"{row['failed']} (log: `{row['log']}`)")
+        elif step.key in measured:
+            out[step.key] = ("measured", f"`{measured[step.key]['_file']}`" if measured[step.key].get("_file") else "")
+        else:
+            out[step.key] = ("compiled", "")
+    return out
+
+
+def _steps_text(keys) -> str:
+    numbers = [str(_step_order(k)[1]) for k in sorted(keys, key=_step_order)]
+    return ("step " if len(numbers) == 1 else "steps ") + ", ".join(numbers)
+
+
+def blackwell_status(records=None, results_dir: Optional[str] = None) -> str:
+    """One paragraph: which Blackwell steps have run on a B200 (from the records), which failed in the
+    kit (with their logs), and which are compiled and checked on the CPU only."""
+    status = step_status(records, results_dir)
+    by = {state: [k for k, (s, _) in status.items() if s == state] for state in ("measured", "failed", "compiled")}
+    if not by["measured"] and not by["failed"]:
+        return ("every step compiled and checked on the CPU (PTX, SASS, resources); **none has run on a B200 yet**: "
+                "no B200 record exists under `results/`, so their figures show the seed's quoted numbers, not measurements.")
+    parts = []
+    if by["measured"]:
+        dates = sorted(r.get("date", "")[:10] for r in measured_steps(records).values())
+        parts.append(f"{_steps_text(by['measured'])} measured on a B200 (records of {dates[-1]})")
+    if by["failed"]:
+        parts.append(f"{_steps_text(by['failed'])} failed in the B200 kit: "
+                     + "; ".join(f"{k}: {status[k][1]}" for k in sorted(by["failed"], key=_step_order)))
+    if by["compiled"]:
+        parts.append(f"{_steps_text(by['compiled'])} compiled and checked on the CPU, not yet run on a B200")
+    return "; ".join(parts) + "."
+
+
+def hopper_status(records=None) -> str:
+    """One sentence: on which GPUs the Hopper steps were measured, and the newest record's date."""
+    from .records import load_records
+
+    records = load_records() if records is None else records
+    hopper = [r for r in records if str(r.get("step", "")).startswith("sm90/") and r.get("kind", "bench") == "bench"]
+    if not hopper:
+        return "run and checked on an H100 or H200; no record of them exists yet under `results/`."
+    gpus = sorted({r.get("gpu") or "?" for r in hopper})
+    newest = max(r.get("date", "") for r in hopper)[:10]
+    return (f"every step run, checked against a float32 reference and timed against cuBLAS on {' and '.join(gpus)} "
+            f"({len(hopper)} records, the newest of {newest}).")
+
+
+def first_screen(records=None, results_dir: Optional[str] = None) -> str:
+    """The intro's box (MyST Markdown): what runs where, from the records, and what to do first."""
+    return "\n".join([
+        ":::{admonition} What runs where, and where to start",
+        ":class: important",
+        f"- **Blackwell** (B200, `sm_100a`, the course's target): {blackwell_status(records, results_dir)}",
+        f"- **Hopper** (H100/H200, `sm_90a`, every step's twin): {hopper_status(records)}",
+        "- **Without a GPU**: every chapter runs, compiles both ladders and shows the recorded measurements.",
+        "",
+        "**First**: [Setup](setup.md) says what to install and, on a rented B200, what to run in which order "
+        "(the B200 kit before any chapter).",
+        ":::",
+    ])
+
+
+def repository_url(config_path: Optional[str] = None) -> str:
+    """The course's public address: ``repository.url`` in ``_config.yml`` (Jupyter Book's setting, which
+    also drives the book's repository button), or '' while the course is not published."""
+    import re
+
+    from .records import RESULTS_DIR
+
+    path = config_path or os.path.join(os.path.dirname(RESULTS_DIR), "_config.yml")
+    with open(path) as f:
+        text = f.read()
+    try:
+        import yaml
+
+        return str(((yaml.safe_load(text) or {}).get("repository") or {}).get("url") or "").strip()
+    except ImportError:  # the kit's python without PyYAML: the one key, read plainly
+        block = re.search(r"^repository:\s*\n((?:[ \t]+.*\n?)*)", text, re.M)
+        found = re.search(r"^\s+url:\s*[\"']?([^\"'#\s]*)", block.group(1), re.M) if block else None
+        return found.group(1) if found else ""
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv else ""
