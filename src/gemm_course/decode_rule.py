@@ -52,7 +52,7 @@ import math
 from fractions import Fraction
 from typing import NamedTuple, Optional
 
-from . import schedule
+from . import hardware, schedule
 
 PAIR_ROWS = 256  # rows of a cta_group::2 MMA: a pair's two CTAs hold 128 each
 DECODE_MAX_M = PAIR_ROWS // 2  # with M <= 128 a pair's second CTA would hold only padding rows
@@ -61,7 +61,7 @@ K_TILE_ROW_BYTES = TILE_K * 2  # bytes of one row (of x or W) per K tile
 TILE_NS = tuple(range(256, 31, -16))  # tcgen05 N for M = 128 (multiples of 16), widest first
 CLUSTER_NS = (1, 2)  # CTAs along N per cluster (x multicast to both when 2)
 COST_TIE = Fraction(1, 50)  # candidates within 2% of the cheapest count as equal
-SMEM_CAPACITY = 232448  # bytes of shared memory a CTA may have on sm_100
+SMEM_CAPACITY = hardware.SM100A.smem_per_cta  # 232448 B of shared memory a CTA may have on sm_100
 BARRIER_BYTES = 1024  # mbarriers, the CLC answer, the TMEM address, the tail's arrival slot
 ALIGN_BYTES = 3 * 1024  # sA, sB, sC each aligned to 1 KiB
 MAX_STAGES = 32  # the barrier block stays inside BARRIER_BYTES (2 x 8 bytes per stage)
@@ -90,7 +90,7 @@ def epilogue(tile_n: int) -> tuple:
 def max_stages(tile_m: int, tile_n: int, epi_n: int, epi_stages: int) -> int:
     """The most A/B stages that fit beside the staging buffers (at most :data:`MAX_STAGES`)."""
     fixed = smem_estimate(tile_m, tile_n, 0, epi_n, epi_stages)
-    return min(MAX_STAGES, (SMEM_CAPACITY - fixed) // ((tile_m + tile_n) * TILE_K * 2))
+    return min(MAX_STAGES, hardware.stages_that_fit((tile_m + tile_n) * TILE_K * 2, fixed, SMEM_CAPACITY))
 
 
 class Choice(NamedTuple):

@@ -69,13 +69,13 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import tile_order
+from . import hardware, tile_order
 
 BANKS = 32
 BANK_BYTES = 4
 WAVEFRONT_BYTES = BANKS * BANK_BYTES  # 128
 CHUNK_BYTES = 16  # one ldmatrix row / one TMA and swizzle unit
-H100_SMS = 132  # H100 SXM and H200
+H100_SMS = hardware.H100_SXM.sms  # 132: H100 SXM and H200
 SMEM_BYTES_PER_CLOCK = WAVEFRONT_BYTES  # one wavefront per clock per SM
 TENSOR_FLOP_PER_CLOCK = 4096  # dense bf16 per SM and clock on Hopper: 989 TFLOP/s / (132 SMs x 1.83 GHz)
 ROW_MAJOR = "row-major"  # a first attempt's layout: plain rows, no swizzle, no interleave
@@ -404,7 +404,7 @@ def smem_traffic(tile_m: int, tile_n: int, mma_n: Optional[int] = None, tile_k: 
 # Blackwell: cluster launch control (step 8), and the tiles each CTA of a cluster computes
 # ---------------------------------------------------------------------------------------------
 
-B200_SMS = 148
+B200_SMS = hardware.B200.sms  # 148
 
 
 def clc_first_cta_x(cluster: int, cluster_m: int) -> int:
@@ -809,16 +809,7 @@ def tmem_plan(mma: Sequence[float], epilogue: Sequence[float], acc_stages: int =
 # Hopper (compute capability 9.0) per-SM limits, from the CUDA C++ Programming Guide's table of
 # technical specifications; quoted, not measured. Nsight Compute reports the same 1 KiB of
 # "driver shared memory" per block (results/logs/*ncu*).
-HOPPER_SM = {
-    "registers": 65536,  # 32-bit registers per SM
-    "register_unit": 256,  # a warp's registers are allocated in units of 256 (8 per thread)
-    "smem_per_sm": 228 * 1024,  # shared memory per SM
-    "smem_per_cta": 227 * 1024,  # most a CTA may ask for
-    "smem_reserved_per_cta": 1024,  # set aside by the system for each resident CTA
-    "warps": 64,  # resident warps per SM
-    "ctas": 32,  # resident CTAs per SM
-    "source": "CUDA C++ Programming Guide, compute capability 9.0",
-}
+HOPPER_SM = hardware.SM90A.occupancy_limits()  # registers, register_unit, smem_per_sm, smem_per_cta, ...
 
 
 def occupancy(registers: int, threads: int, smem_bytes: int, stages: int = 1, limits: Optional[dict] = None) -> dict:

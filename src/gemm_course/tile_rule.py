@@ -28,16 +28,33 @@ from __future__ import annotations
 import math
 from typing import Dict, NamedTuple
 
+from . import hardware
+
 TILE_M = 128
 CLUSTER_SIZE = 2
 TILE_NS = (256, 192, 128)  # widest first: ties go to the wider tile
 MANY_WAVES = 4  # from here on the widest tile's quantization loss is at most 1/8, the tail split recovers most
 FILL_TIE = 0.02  # wave fills this close count as equal
 
-# (stages, epi_n, epi_stages) per width: what fits in 227 KiB of shared memory beside the staging
-STAGES: Dict[int, tuple] = {256: (3, 128, 2), 192: (4, 96, 2), 128: (6, 32, 2)}
+TILE_K = 64  # K per stage: one 128-byte swizzle row of bf16
+# (epi_n, epi_stages) per width: the epilogue's staging buffers, chosen; the A/B stages are what fits beside them
+EPILOGUES: Dict[int, tuple] = {256: (128, 2), 192: (96, 2), 128: (32, 2)}
 LONG_K = 16384  # K from which the widest tile runs four stages with a 32-column epilogue (16 KiB staging)
-LONG_K_STAGES = (4, 32, 2)
+LONG_K_EPILOGUE = (32, 2)
+
+
+def stages_that_fit(tile_n: int, epi_n: int, epi_stages: int) -> int:
+    """A/B stages of a 128 x ``tile_n`` tile that fit in a CTA's shared memory (227 KiB on sm_90a,
+    :mod:`gemm_course.hardware`) beside the epilogue's staging buffers, counted as step 5 counts them
+    (``kernels.sm90.step05_cluster_multicast.smem_estimate``: 1 KiB of barriers, 2 KiB of alignment)."""
+    stage = (TILE_M + tile_n) * TILE_K * 2
+    fixed = TILE_M * epi_n * 2 * epi_stages + 1024 + 2 * 1024
+    return hardware.stages_that_fit(stage, fixed, hardware.SM90A.smem_per_cta)
+
+
+# (stages, epi_n, epi_stages) per width: {256: (3, 128, 2), 192: (4, 96, 2), 128: (6, 32, 2)}
+STAGES: Dict[int, tuple] = {tn: (stages_that_fit(tn, *epi), *epi) for tn, epi in EPILOGUES.items()}
+LONG_K_STAGES = (stages_that_fit(TILE_NS[0], *LONG_K_EPILOGUE), *LONG_K_EPILOGUE)  # (4, 32, 2)
 CLUSTERS: Dict[int, tuple] = {256: (2, 1), 192: (2, 1), 128: (1, 2)}  # (cluster_m, cluster_n) per width
 
 

@@ -36,18 +36,15 @@ import os
 import time
 from typing import Optional, Sequence
 
-from . import arch, inspect, ladder, sim
+from . import arch, hardware, inspect, ladder, sim
 
 SIZES = (1024, 2048, 4096, 8192)
 
-# Per-SM limits for CTAs per SM: the CUDA C++ Programming Guide gives compute capabilities 9.0 and
-# 10.0 the same registers, shared memory, warps and CTA slots (sim.HOPPER_SM); sm_100a adds tensor
-# memory, 512 columns (of 128 lanes x 32 bits) per SM, which every resident CTA allocates from.
-SM_LIMITS = {
-    "sm_90a": sim.HOPPER_SM,
-    "sm_100a": dict(sim.HOPPER_SM, source="CUDA C++ Programming Guide, compute capability 10.0"),
-}
-TMEM_COLUMNS_PER_SM = 512
+# Per-SM limits for CTAs per SM (gemm_course.hardware): compute capabilities 9.0 and 10.0 have the
+# same registers, shared memory, warps and CTA slots; sm_100a adds tensor memory, 512 columns (of
+# 128 lanes x 32 bits) per SM, which every resident CTA allocates from.
+SM_LIMITS = {name: t.occupancy_limits() for name, t in hardware.TARGETS.items()}
+TMEM_COLUMNS_PER_SM = hardware.SM100A.tmem_columns
 
 # Config fields that count pipeline stages, and what each one stages.
 STAGE_FIELDS = (

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..hardware import B200, H100_SXM, H200
 from ..records import geomean, latest_per_step, latest_sweep, provenance, run_of, shape_of
 from ._style import CUBLAS, LIVE, MEASURED, PAGE_WIDTH, SEED, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
 
@@ -23,12 +24,9 @@ SEED_SHAPE = (4096, 4096, 4096)
 SEED_LABEL = "quoted from the seed, B200 (not measured here)"
 
 
-# Vendor datasheet figures (dense BF16 tensor-core peak, HBM bandwidth), quoted for rooflines.
-DATASHEET = {
-    "H200": {"bf16_dense_tflops": 989.0, "fp32_tflops": 67.0, "hbm_tbs": 4.8, "source": "NVIDIA H200 datasheet (SXM)"},
-    "H100": {"bf16_dense_tflops": 989.0, "fp32_tflops": 67.0, "hbm_tbs": 3.35, "source": "NVIDIA H100 datasheet (SXM)"},
-    "B200": {"bf16_dense_tflops": 2250.0, "hbm_tbs": 8.0, "source": "NVIDIA B200 datasheet (HGX, per GPU)"},
-}
+# Vendor datasheet figures (dense BF16 tensor-core peak, HBM bandwidth), quoted for rooflines
+# (gemm_course.hardware's table).
+DATASHEET = {name: card.datasheet_figures() for name, card in (("H200", H200), ("H100", H100_SXM), ("B200", B200))}
 
 
 def ladder_data(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, gpu: Optional[str] = None) -> dict:

@@ -44,7 +44,7 @@ from cutlass._mlir.dialects import nvvm
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.memory import TmemAllocator
 
-from ... import sim
+from ... import hardware
 from ..common import check_tile_divides
 
 AB_DTYPE = cutlass.BFloat16
@@ -64,7 +64,7 @@ def tmem_fence_after_sync():
     (the PTX memory model's pattern for an accumulator handed over through an mbarrier)."""
     nvvm.tcgen05_fence(nvvm.Tcgen05FenceKind.AFTER_THREAD_SYNC)
 
-TMEM_COLUMNS_PER_SM = 512
+TMEM_COLUMNS_PER_SM = hardware.SM100A.tmem_columns  # 512 columns (of 128 lanes x 32 bits) per SM
 
 
 def smem_to_fit_tmem(storage_bytes: int, tmem_cols: int) -> int:
@@ -72,7 +72,7 @@ def smem_to_fit_tmem(storage_bytes: int, tmem_cols: int) -> int:
     than their tensor-memory allocations fit. A CTA beyond that would wait in ``tcgen05.alloc`` for
     another to finish, and with CTA pairs (step 5) two halves could wait on each other's SMs."""
     fit = TMEM_COLUMNS_PER_SM // tmem_cols
-    per_sm, reserved = sim.HOPPER_SM["smem_per_sm"], sim.HOPPER_SM["smem_reserved_per_cta"]  # the same on sm_100
+    per_sm, reserved = hardware.SM100A.smem_per_sm, hardware.SM100A.smem_reserved_per_cta
     one_too_many = per_sm // (fit + 1) - reserved + 1  # (fit + 1) CTAs of this size no longer fit
     return max(storage_bytes, one_too_many)
 

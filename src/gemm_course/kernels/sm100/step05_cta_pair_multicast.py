@@ -35,11 +35,12 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.memory import TmemAllocator
 
+from ... import hardware
 from . import step04_tma_store as parent
 from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier, smem_to_fit_tmem, tmem_fence_after_sync
 from .step04_tma_store import C_DTYPE, can_implement  # noqa: F401  (same shapes as step 4)
 
-SMEM_CAPACITY = 232448  # bytes of shared memory a CTA may have on sm_100
+SMEM_CAPACITY = hardware.SM100A.smem_per_cta  # 232448 B of shared memory a CTA may have on sm_100 (the opt-in maximum)
 PAIR = 2  # CTAs per tcgen05.mma.cta_group::2
 
 

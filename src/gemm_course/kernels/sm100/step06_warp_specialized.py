@@ -30,6 +30,7 @@ import cutlass.pipeline as pipeline
 from cutlass._mlir.dialects import nvvm
 from cutlass.cute.nvgpu import cpasync, tcgen05
 
+from ... import hardware
 from . import step05_cta_pair_multicast as parent
 from .step02_tcgen05_tma import tmem_fence_after_sync
 from .step04_tma_store import EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)
@@ -49,9 +50,9 @@ def tmem_fence_before_sync():
 
 def max_stages(config) -> int:
     """The most A/B stages that fit in a CTA's shared memory with this epilogue."""
-    one = smem_estimate(dataclasses.replace(config, stages=1))
-    per_stage = smem_estimate(dataclasses.replace(config, stages=2)) - one
-    return 1 + (SMEM_CAPACITY - one) // per_stage
+    fixed = smem_estimate(dataclasses.replace(config, stages=0))
+    per_stage = smem_estimate(dataclasses.replace(config, stages=1)) - fixed
+    return hardware.stages_that_fit(per_stage, fixed, SMEM_CAPACITY)
 
 
 @dataclasses.dataclass(frozen=True)

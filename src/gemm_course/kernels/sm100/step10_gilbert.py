@@ -21,12 +21,12 @@ import dataclasses
 
 import cutlass.cute as cute
 
-from ... import tile_order
+from ... import hardware, tile_order
 from . import step09_grouped_raster as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 
 gilbert_tile = tile_order.for_kernel(tile_order.gilbert_tile)
-B200_SMS = 148  # clusters resident at once = SMs / CTAs per cluster, on a full B200
+B200_SMS = hardware.B200.sms  # 148; clusters resident at once = SMs / CTAs per cluster, on a full B200
 
 
 @dataclasses.dataclass(frozen=True)

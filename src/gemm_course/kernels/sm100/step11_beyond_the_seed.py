@@ -51,14 +51,13 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.memory import TmemAllocator
 
-from ... import decode_rule, schedule, watchdog
+from ... import decode_rule, hardware, schedule, watchdog
 from . import step10_gilbert as parent
 from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier
 from .step04_tma_store import C_DTYPE, EPI_BARRIER_ID, can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
 from .step06_warp_specialized import MMA_WARP, TMA_WARP, TMEM_FREE_BARRIER_ID, tmem_fence_after_sync, tmem_fence_before_sync
 from .step07_tmem_double_buffer import check_accumulators
 from .step08_persistent_clc import CLC_RESPONSE_BYTES, SCHEDULER_WARP
-from .step10_gilbert import B200_SMS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,13 +118,13 @@ def tmem_columns(config: Config) -> int:
 def config_for(problem, config: Config = Config()) -> Config:
     """``config`` with the single-CTA tile ``decode_rule.choose`` picks for a decode-sized ``problem``
     (M <= 128) on a full B200, or unchanged (what the course runs when no config is given)."""
-    choice = decode_rule.choose(problem.m, problem.n, problem.k, B200_SMS)
+    choice = decode_rule.choose(problem.m, problem.n, problem.k, hardware.B200.sms)
     return config if choice is None else dataclasses.replace(config, **choice.fields())
 
 
 def resident_clusters(config) -> int:
     """Clusters a B200 runs at once (one CTA per SM): the waves the tail rule counts."""
-    return B200_SMS // (config.cluster_m * config.cluster_n)
+    return hardware.B200.sms // (config.cluster_m * config.cluster_n)
 
 
 def model_speedup(m: int, n: int, k: int, config: Config = Config()) -> tuple:

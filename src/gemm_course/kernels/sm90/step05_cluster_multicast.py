@@ -34,6 +34,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
+from ... import hardware
 from . import step04_tma_store as parent
 from .step02_wgmma_tma import AB_DTYPE, ACC_DTYPE, C_DTYPE
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
@@ -78,7 +79,7 @@ def check_config(config: Config):
     return True, ""
 
 
-SMEM_CAPACITY = 227 * 1024  # per CTA on sm_90
+SMEM_CAPACITY = hardware.SM90A.smem_per_cta  # 227 KiB = 232448 B per CTA on sm_90 (the opt-in maximum)
 
 
 def smem_estimate(config) -> int:

@@ -29,6 +29,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync, warpgroup
 
+from ... import hardware
 from . import step05_cluster_multicast as parent
 from .step02_wgmma_tma import ACC_DTYPE
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
@@ -42,7 +43,7 @@ class Config(parent.Config):
     consumer_registers: int = 232  # per thread of each consumer warpgroup
 
 
-SM_REGISTERS = 65536
+SM_REGISTERS = hardware.SM90A.registers_per_sm  # 65536 32-bit registers per SM
 
 
 def check_config(config: Config):

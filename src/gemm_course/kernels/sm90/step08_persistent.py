@@ -24,11 +24,11 @@ import functools
 import cutlass
 import cutlass.cute as cute
 
-from ... import arch
+from ... import arch, hardware
 from . import step07_epilogue_overlap as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 
-H200_SMS = 132  # compile-time grid size when no GPU is present to ask
+H200_SMS = hardware.H200.sms  # 132: compile-time grid size when no GPU is present to ask
 
 
 @dataclasses.dataclass(frozen=True)
