@@ -71,10 +71,20 @@ def test_not_bf16_is_refused_with_a_cast_or_f_linear(pretend):
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("device", ["cpu", "meta"])
-def test_tensors_off_cuda_are_refused(pretend, device):
-    with pytest.raises(GemmInputError, match=rf"weight is on {device}.*\.cuda\(\)"):
-        lin.linear(bf16(4, 16, device=device), bf16(8, 16, device=device))
+def test_tensors_off_cuda_are_refused(pretend):
+    with pytest.raises(GemmInputError, match=r"weight is on cpu.*\.cuda\(\)"):
+        lin.linear(bf16(4, 16), bf16(8, 16))
+    refused(r"weight is on meta.*\.to\('cpu'\)", bf16(4, 16, device="meta"), bf16(8, 16, device="meta"))
+
+
+@pytest.mark.fast
+def test_meta_tensors_get_the_outputs_metadata_as_from_f_linear(pretend):
+    """The op's fake implementation is its meta kernel too: a dry run, as F.linear on meta tensors."""
+    x, w, b = bf16(2, 3, 16, device="meta"), bf16(8, 16, device="meta"), bf16(8, device="meta")
+    y = lin.linear(x, w, b)
+    assert (y.shape, y.dtype, y.device.type) == ((2, 3, 8), torch.bfloat16, "meta")
+    with pytest.raises(GemmInputError, match="K mismatch"):  # what the tensors are is checked there too
+        lin.linear(bf16(4, 24, device="meta"), w)
 
 
 @pytest.mark.fast
@@ -307,18 +317,22 @@ class FakeLaunch:
 
 @pytest.fixture
 def fake_launch(monkeypatch):
-    """linear on CPU tensors with everything below its own checks and caches faked: the step (H200's),
-    the device's checks, the stream (``fake_launch.stream``), allocate_workspace and prepare."""
+    """linear on CPU tensors with everything below its own checks and caches faked: the GPU (an H200
+    whose ladder has no decode step, so step 11 at every M), the device's checks, the stream
+    (``fake_launch.stream``) and whether it is capturing (``fake_launch.capturing``), allocate_workspace
+    and prepare."""
     import types
 
     allocated = []
-    state = types.SimpleNamespace(stream=1, allocated=allocated, prepared=FakeLaunch.prepared)
+    state = types.SimpleNamespace(stream=1, capturing=False, allocated=allocated, prepared=FakeLaunch.prepared)
     FakeLaunch.prepared.clear()
     lin.clear_cache()
-    monkeypatch.setattr(lin, "final_step", lambda: ladder.get("sm90/11"))
+    monkeypatch.setattr(lin, "machine_arch", lambda: "sm90")
+    monkeypatch.setattr(ladder, "decode", lambda arch="sm90": None)  # route: step 11 at every M
     monkeypatch.setattr(lin, "_device_rule", lambda weight, bias, device_type: "")
     monkeypatch.setattr(torch.cuda, "current_device", lambda: None)  # a CPU tensor's device index
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: types.SimpleNamespace(cuda_stream=state.stream))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state.capturing)
     monkeypatch.setattr(run, "allocate_workspace", lambda step, config, device: allocated.append(config) or
                         run.Workspace(step.key, config, torch.device(device)))
     monkeypatch.setattr(run, "prepare", FakeLaunch)
@@ -368,13 +382,111 @@ def test_prepares_refusals_come_back_in_linears_words(fake_launch, monkeypatch):
         lin.linear(bf16(4, 64), bf16(128, 64))
 
 
+# ---- on a B200: a warning until the course has a record of the step ----
+
+
+@pytest.fixture
+def b200_results(fake_launch, monkeypatch, tmp_path):
+    """linear faked on a B200 (sm100/11 at every M), with ``tmp_path`` as results/ and no warning given yet."""
+    from gemm_course import records
+
+    monkeypatch.setattr(lin, "machine_arch", lambda: "sm100")
+    monkeypatch.setattr(lin, "_b200_warned", set())
+    monkeypatch.setattr(records, "RESULTS_DIR", str(tmp_path))
+    return tmp_path
+
+
 @pytest.mark.fast
-def test_the_config_is_the_steps_own_choice_per_shape():
-    step = ladder.get("sm90/11")
+def test_on_a_b200_linear_warns_once_that_its_step_has_no_b200_record(b200_results):
+    import warnings
+
+    with pytest.warns(RuntimeWarning, match=r"runs sm100/11 on this B200, and the course has no B200 record of it yet.*"
+                                            r"torch\.nn\.functional\.linear.*make b200"):
+        lin.linear(bf16(4, 64), bf16(128, 64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process: a second call, another shape, says nothing
+        lin.linear(bf16(300, 64), bf16(256, 64))
+
+
+@pytest.mark.fast
+def test_a_b200_record_of_the_step_ends_the_warning(b200_results):
+    import json
+    import warnings
+
+    folder = b200_results / "nvidia-b200"
+    folder.mkdir()
+    record = {"kind": "bench", "step": "sm100/11", "gpu": "NVIDIA B200", "date": "2026-12-07T00:00:00+00:00"}
+    (folder / "20261207T000000Z_ladder.json").write_text(json.dumps({"schema": 1, "records": [record]}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lin.linear(bf16(4, 64), bf16(128, 64))
+
+
+# ---- which step and config per shape (route) ----
+
+
+class StubStep:
+    """A memory-roofline step as route sees one: a key, a config per shape, and limits."""
+
+    def __init__(self, key="sm90/12", refuse=lambda problem: ""):
+        self.key, self.arch, self.refuse = key, key.split("/")[0], refuse
+
+    def config_for(self, problem):
+        return ("stub config", problem.m)
+
+    def can_implement(self, problem, config=None):
+        why = self.refuse(problem)
+        return not why, why
+
+
+@pytest.fixture
+def decode_step(monkeypatch):
+    """Give the ladder a decode step of one's choosing (``decode_step(step)``; None: none)."""
+
+    def install(step):
+        lin.clear_cache()
+        monkeypatch.setattr(ladder, "decode", lambda arch="sm90": step if step is None or step.arch == arch else None)
+
+    yield install
     lin.clear_cache()
-    for m, n, k in [(1, 4096, 4096), (300, 2816, 1024), (8192, 8192, 8192)]:
-        assert lin._config_for(step.key, m, n, k) == step.config_for(GemmProblem(m, n, k))
-    assert lin._config_for.cache_info().currsize == 3
+
+
+@pytest.mark.fast
+def test_small_m_on_hopper_routes_to_the_decode_step_when_the_ladder_has_one(decode_step):
+    small = StubStep()
+    decode_step(small)
+    assert lin.SMALL_M == 256
+    for m in (1, 8, 128, 256):
+        assert lin.route("sm90", m, 4096, 4096) == (small, ("stub config", m))
+    step, config = lin.route("sm90", 257, 4096, 4096)  # above SMALL_M: the compute ladder's last step
+    assert step.key == "sm90/11" and config == step.config_for(GemmProblem(257, 4096, 4096))
+    decode_step(StubStep("sm100/12"))
+    assert lin.route("sm100", 16, 4096, 4096)[0].key == "sm100/11"  # Blackwell: step 11's own decode path
+
+
+@pytest.mark.fast
+def test_without_a_decode_step_or_where_it_refuses_the_shape_step_11_runs(decode_step):
+    decode_step(None)  # the code lands before the step does
+    for m, n, k in [(1, 4096, 4096), (128, 14336, 4096), (300, 2816, 1024), (8192, 8192, 8192)]:
+        step, config = lin.route("sm90", m, n, k)
+        assert step.key == "sm90/11" and config == step.config_for(GemmProblem(m, n, k))
+    decode_step(StubStep(refuse=lambda problem: "N must be a multiple of 64" if problem.n % 64 else ""))
+    assert lin.route("sm90", 16, 4096, 4096)[0].key == "sm90/12"
+    assert lin.route("sm90", 16, 4104, 4096)[0].key == "sm90/11"
+    assert lin.route.cache_info().currsize == 2
+    lin.clear_cache()
+    assert lin.route.cache_info().currsize == 0
+
+
+@pytest.mark.fast
+def test_the_route_on_the_ladder_as_it_is():
+    """With the ladder's own steps: sm90/12 up to 256 rows once it exists (else sm90/11), sm90/11 above."""
+    lin.clear_cache()
+    small = ladder.decode("sm90") or ladder.final("sm90")
+    for m in (1, 16, 256):
+        assert lin.route("sm90", m, 4096, 4096)[0] is small
+    assert lin.route("sm90", 4096, 4096, 4096)[0].key == "sm90/11"
+    assert lin.route("sm100", 64, 4096, 4096)[0].key == "sm100/11"
     lin.clear_cache()
 
 
@@ -438,7 +550,7 @@ def test_a_second_call_reuses_the_cached_workspace_and_agrees():
     first = lin.linear(x, w)
     assert len(lin._workspaces) == 1
     (key, workspace), = lin._workspaces.items()
-    assert key[0] == step.key and key[1] == lin._config_for(step.key, 1000, 1000, 4000)
+    assert (key[0], key[1]) == (step.key, lin.route(step.arch, 1000, 1000, 4000)[1])
     ptrs = [t.data_ptr() for t in workspace.tensors]
     second = lin.linear(x, w)
     torch.cuda.synchronize()

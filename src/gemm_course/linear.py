@@ -1,4 +1,4 @@
-"""Drop-in use: ``torch.nn.functional.linear`` through the course's final step, for bf16 on a course GPU.
+"""Drop-in use: ``torch.nn.functional.linear`` through the course's kernels, for bf16 on a course GPU.
 
     from gemm_course.linear import linear, patch_linears
     y = linear(x, layer.weight, layer.bias)          # as F.linear(x, weight, bias)
@@ -6,18 +6,35 @@
         y = mlp(x)
 
 ``y = x W^T (+ bias)`` runs as the course's GEMM ``C = A @ B.T`` with A the input flattened to
-(M, K), B the weight (N, K) as ``nn.Linear`` stores it, and C the output (M, N), on the last step
-of this GPU's ladder (step 11: ``sm90/11`` on Hopper, ``sm100/11`` on Blackwell) with the step's
-own config for the shape (``Step.config_for``). Everything it cannot take is refused before
-launch with a :class:`~gemm_course.problem.GemmInputError` that says what to do.
+(M, K), B the weight (N, K) as ``nn.Linear`` stores it, and C the output (M, N). Which step runs is
+:func:`route`'s choice per shape: on Hopper the memory-roofline step (``sm90/12``, swap-AB) for at
+most :data:`SMALL_M` rows, else the last step of the compute ladder (step 11: ``sm90/11`` on
+Hopper, ``sm100/11`` on Blackwell), each with its own config for the shape (``Step.config_for``).
+Everything it cannot take is refused before launch with a
+:class:`~gemm_course.problem.GemmInputError` that says what to do.
+
+``linear`` is the torch custom op ``gemm_course::linear`` (``gemm_course::linear_out`` with
+``out=``), with a fake implementation that gives the output's shape, dtype and device, so
+``torch.compile(fullgraph=True)`` puts the call in its graph as one node instead of breaking there.
 
 Host time counts here (a decode GEMM runs for 10-30 us), so what does not change between calls is
-kept: the config per shape, and step 11's scratch per (step, config, device, stream)
+kept: the step and config per shape, and the step's scratch per (step, config, device, stream)
 (:class:`gemm_course.run.Workspace`), allocated and filled on the first call only. The kernels
 themselves are compiled once per config by :func:`gemm_course.arch.compile_step`. What each call
 still does on the host: linear's own checks, ``run.prepare``'s (the GEMM's rules) and the CuTe views
 of A, B and C. The kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB
 for a 128 x 256 tile on 132 SMs); :func:`clear_cache` frees it.
+
+**CUDA graphs.** A call under ``torch.cuda.graph`` capture synchronises nothing and allocates only
+its output (and a copy of an input the kernel cannot read) through torch's caching allocator,
+which puts them in the graph's pool. It compiles nothing and allocates no scratch: a config is
+ready once an eager call has run it, on any stream, and a capture uses the scratch of its own
+stream if it has some, else of the first stream that ran the config. So run the model once eagerly
+with the shapes you will capture (a warm-up, as serving engines do, and as ``torch.compile``'s
+``mode="reduce-overhead"`` does by itself); a config first met during capture is refused with a
+:class:`GemmInputError` that says so. The graph's launches share that scratch with the eager calls
+on that stream: replay the graph on it, or on a stream whose work is ordered with it (the usual
+pattern, warm-up and replay on the current stream, capture on the graph's own, does both).
 """
 
 from __future__ import annotations
@@ -25,24 +42,36 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import warnings
 
 import torch
 
-from . import arch, ladder, run
+from . import arch, b200, ladder, run
 from .problem import ELEMS_PER_16B, GemmInputError, GemmProblem, shape_rules
 from .problem import validate as validate_gemm
 
 # what the GEMM's messages call A, B and C, said once after a message of run.prepare's checks
 _ROLES = "(in the GEMM behind linear, A is the input as (M, K), B the weight (N, K), C the output (M, N))"
 _MARK = "_gemm_course_linear"  # set on the forwards patch_linears installs
+_NO_BACKWARD = (
+    "linear: autograd is on and an operand requires grad, but the course's kernels have no backward "
+    "(the output would carry no gradient): run under torch.no_grad() or torch.inference_mode(), or use "
+    "torch.nn.functional.linear to train."
+)
+
+# Up to this many rows (tokens) a GEMM on Hopper is bound by W's bytes, not by its FLOPs (about M
+# FLOP per byte of W against a ridge of ~180-270: NOTES.md, "Decode-sized GEMMs on Hopper"), so it
+# runs the memory-roofline step.
+SMALL_M = 256
+SMALL_M_ARCHS = ("sm90",)  # where linear routes small M to ladder.decode(arch); Blackwell's step 11 has its own decode path
 
 _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run.Workspace
+_b200_warned: set = set()  # step keys linear warned about, once per process (no B200 record yet)
 
 
-def final_step() -> ladder.Step:
-    """The step :func:`linear` runs on this machine: the last of the present GPU's ladder (step 11,
-    ``sm90/11`` on sm_90a, ``sm100/11`` on sm_100a), or a :class:`GemmInputError` when device 0 is
-    no course GPU (or there is none)."""
+def machine_arch() -> str:
+    """The course architecture of device 0 ('sm90' on sm_90a, 'sm100' on sm_100a), or a
+    :class:`GemmInputError` when it is no course GPU (or there is none)."""
     m = arch.machine()
     if not m.has_gpu:
         raise GemmInputError(
@@ -55,12 +84,47 @@ def final_step() -> ladder.Step:
             f"this GPU is {m.gpu_name} (compute capability {cc}); the course's kernels run on sm_90a "
             "(H100/H200) or sm_100a (B200) only: use torch.nn.functional.linear."
         )
-    return ladder.final(arch.TARGET_ARCH[m.target])
+    return arch.TARGET_ARCH[m.target]
+
+
+def final_step() -> ladder.Step:
+    """The last step of the present GPU's compute ladder (step 11, ``sm90/11`` on sm_90a,
+    ``sm100/11`` on sm_100a), which :func:`linear` runs above :data:`SMALL_M` rows, or a
+    :class:`GemmInputError` when device 0 is no course GPU (or there is none)."""
+    return ladder.final(machine_arch())
+
+
+@functools.lru_cache(maxsize=4096)
+def route(arch_name: str, m: int, n: int, k: int) -> tuple:
+    """``(step, config)`` that :func:`linear` runs an M x N x K GEMM with on ``arch_name``
+    ('sm90' or 'sm100'); pure host work, cached per shape, callable on the CPU.
+
+    On an architecture of :data:`SMALL_M_ARCHS`, at most :data:`SMALL_M` rows go to the ladder's
+    memory-roofline step (``ladder.decode``: ``sm90/12``, swap-AB) when it exists and takes the
+    shape; everything else runs the last step of the compute ladder (``ladder.final``: step 11).
+    Each with the step's own config for the shape (``Step.config_for``), checked with
+    ``Step.can_implement``; a :class:`GemmInputError` when no step takes it."""
+    problem = GemmProblem(m, n, k)
+    final = ladder.final(arch_name)
+    small = ladder.decode(arch_name) if arch_name in SMALL_M_ARCHS and m <= SMALL_M else None
+    if small is not None:
+        try:
+            config = small.config_for(problem)
+            if small.can_implement(problem, config)[0]:
+                return small, config
+        except GemmInputError:
+            pass  # the decode step's own limits: the compute step below
+    config = final.config_for(problem)
+    ok, why = final.can_implement(problem, config)
+    if not ok:
+        raise GemmInputError(f"linear: {final.key} cannot compute {problem.label}: {why}; use torch.nn.functional.linear.")
+    return final, config
 
 
 def linear(input, weight, bias=None, *, out=None):
     """``torch.nn.functional.linear(input, weight, bias)`` for bf16 CUDA tensors, on the course's
-    final step (:func:`final_step`). Returns the (..., N) bf16 output (``out`` when given).
+    kernels (the step :func:`route` picks for the shape). Returns the (..., N) bf16 output (``out``
+    when given).
 
     ``input``: (..., K) bf16, on the current CUDA device. ``weight``: (N, K) bf16, K-major, as
     ``nn.Linear`` stores it. ``bias``: (N,) bf16 or None. ``out``: an optional contiguous (..., N)
@@ -76,8 +140,25 @@ def linear(input, weight, bias=None, *, out=None):
     that requires grad is refused (run under ``torch.no_grad()`` or ``torch.inference_mode()``).
     N and K must be multiples of 8 (TMA's 16-byte rows); every refusal is a
     :class:`GemmInputError` raised before launch, and says what to do.
+
+    The call goes through the custom op ``torch.ops.gemm_course.linear`` (``linear_out`` with
+    ``out``), so ``torch.compile`` keeps it in its graph; inside ``torch.cuda.graph`` capture it
+    needs a warm-up first (the module docstring, "CUDA graphs").
     """
-    step = final_step()
+    tensors = (input, weight) + tuple(t for t in (bias, out) if t is not None)
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return _linear(input, weight, bias, out)  # refused there, in words the op's schema would not find
+    if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+        raise GemmInputError(_NO_BACKWARD)  # checked here: inside the op, autograd is already off
+    if out is None:
+        return torch.ops.gemm_course.linear(input, weight, bias)
+    torch.ops.gemm_course.linear_out(input, weight, bias, out)
+    return out
+
+
+def _linear(input, weight, bias, out):
+    """What the op runs: linear's checks, the route, the kept scratch, the launch, the bias."""
+    arch_name = machine_arch()
     x, out2d, result = _operands(input, weight, bias, out, "cuda")
     if x.device.index != torch.cuda.current_device():
         raise GemmInputError(
@@ -86,20 +167,61 @@ def linear(input, weight, bias=None, *, out=None):
         )
     m, k = x.shape
     n = weight.shape[0]
-    config = _config_for(step.key, m, n, k)
-    # launches on one stream never overlap, so calls on it can share the step's scratch
-    key = (step.key, config, x.device.index, torch.cuda.current_stream().cuda_stream)
-    workspace = _workspaces.get(key)
-    if workspace is None:
-        workspace = _workspaces[key] = run.allocate_workspace(step, config, x.device)
+    step, config = route(arch_name, m, n, k)
+    if step.arch == "sm100":
+        _warn_without_b200_record(step)
+    key, workspace = _workspace(step, config, x.device, (m, n, k))
     try:
         launch = run.prepare(step, x, weight, out2d, config, workspace=workspace)
     except GemmInputError as e:  # the GEMM's rules (strides, alignment, aliasing), in linear's words
         raise GemmInputError(f"linear: {e} {_ROLES}") from None
     launch()
+    if key is not None:
+        _workspaces[key] = workspace  # kept once its kernel is compiled and has run: ready for a capture
     if bias is not None:
         out2d.add_(bias)
     return result
+
+
+def _workspace(step, config, device, shape) -> tuple:
+    """``(key, workspace)`` for a launch on the current stream: the stream's kept scratch for the
+    config (key None), or new scratch to keep under ``key`` once the launch is prepared. Under
+    CUDA-graph capture nothing is allocated: the capture stream's own scratch, else that of the first
+    stream that ran the config (key None), else a :class:`GemmInputError` asking for a warm-up."""
+    # launches on one stream never overlap, so calls on it can share the step's scratch
+    key = (step.key, config, device.index, torch.cuda.current_stream().cuda_stream)
+    workspace = _workspaces.get(key)
+    if workspace is not None:
+        return None, workspace
+    if not torch.cuda.is_current_stream_capturing():
+        return key, run.allocate_workspace(step, config, device)
+    warm = next((w for kept, w in _workspaces.items() if kept[:3] == key[:3]), None)
+    if warm is None:
+        m, n, k = shape
+        raise GemmInputError(
+            f"linear: called during CUDA-graph capture with a config that has not run yet on {device} ({step.key} for "
+            f"{m}x{n}x{k}, {config}): its kernel would be compiled and its scratch allocated inside the capture, which "
+            "a graph cannot hold. Run the model once eagerly with the shapes you capture (a warm-up, as serving engines "
+            "do before capturing), then capture."
+        )
+    return None, warm
+
+
+def _warn_without_b200_record(step) -> None:
+    """Warn, once per process and step, that ``step`` (a Blackwell step) has no B200 record yet
+    (:func:`gemm_course.b200.has_b200_record`: a bench record of it under ``results/nvidia-b200*/``)."""
+    if step.key in _b200_warned:
+        return
+    _b200_warned.add(step.key)
+    if not b200.has_b200_record(step.key):
+        warnings.warn(
+            f"gemm_course.linear runs {step.key} on this B200, and the course has no B200 record of it yet: its "
+            "kernels are compiled and checked on the CPU but have not been run on a B200 by the course. Check its "
+            "output against torch.nn.functional.linear before relying on it; `make b200 OUT=DIR` (README, "
+            "'The B200 kit') checks and times every step and writes the records that would end this warning.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def validate(input, weight, bias=None, *, out=None, device_type: str = "cuda") -> GemmProblem:
@@ -107,7 +229,7 @@ def validate(input, weight, bias=None, *, out=None, device_type: str = "cuda") -
     :class:`GemmInputError`. Its own checks of the arguments, then the GEMM's
     (:func:`gemm_course.problem.validate`: strides, alignment, aliasing) on the flattened operands.
     ``device_type``: where the tensors must be ('cuda'; tests pass 'cpu'). Whether a course GPU is
-    present is :func:`final_step`'s question."""
+    present is :func:`machine_arch`'s question."""
     x, out2d, _ = _operands(input, weight, bias, out, device_type)
     try:
         return validate_gemm(x, weight, out2d, device_type=device_type)
@@ -116,22 +238,45 @@ def validate(input, weight, bias=None, *, out=None, device_type: str = "cuda") -
 
 
 def clear_cache() -> None:
-    """Free the scratch :func:`linear` keeps per (step, config, device, stream) and the configs it
-    chose per shape; the next call allocates again."""
+    """Free the scratch :func:`linear` keeps per (step, config, device, stream) and forget the step
+    and config it chose per shape; the next call allocates again (so a CUDA graph captured after
+    this needs a warm-up again)."""
     _workspaces.clear()
-    _config_for.cache_clear()
+    route.cache_clear()
 
 
-@functools.lru_cache(maxsize=4096)
-def _config_for(step_key: str, m: int, n: int, k: int):
-    """The step's own config for an M x N x K problem (``Step.config_for``), checked once per shape."""
-    step = ladder.get(step_key)
-    problem = GemmProblem(m, n, k)
-    config = step.config_for(problem)
-    ok, why = step.can_implement(problem, config)
-    if not ok:
-        raise GemmInputError(f"linear: {step.key} cannot compute {problem.label}: {why}; use torch.nn.functional.linear.")
-    return config
+# ---- the custom ops: what torch.compile and the dispatcher see ----
+
+
+@torch.library.custom_op("gemm_course::linear", mutates_args=(),
+                         schema="(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor")
+def _linear_op(input, weight, bias=None):
+    return _linear(input, weight, bias, None)
+
+
+def _fake_arguments(input, weight, bias, out) -> tuple:
+    """The fake ops' ``(lead, n)``: linear's checks of what the tensors are where the shapes are
+    concrete; symbolic ones (``torch.compile(dynamic=True)``) are checked when the op runs."""
+    if all(type(d) is int for d in (*input.shape, *weight.shape)):
+        return _arguments(input, weight, bias, out)
+    return tuple(input.shape[:-1]), weight.shape[0]
+
+
+@_linear_op.register_fake
+def _(input, weight, bias=None):
+    lead, n = _fake_arguments(input, weight, bias, None)
+    return input.new_empty((*lead, n))
+
+
+@torch.library.custom_op("gemm_course::linear_out", mutates_args=("out",),
+                         schema="(Tensor input, Tensor weight, Tensor? bias, Tensor(a!) out) -> ()")
+def _linear_out_op(input, weight, bias, out):
+    _linear(input, weight, bias, out)
+
+
+@_linear_out_op.register_fake
+def _(input, weight, bias, out):
+    _fake_arguments(input, weight, bias, out)
 
 
 def _weight_rule(weight, bias) -> str:
@@ -181,10 +326,10 @@ def _device_rule(weight, bias, device_type: str) -> str:
     return ""
 
 
-def _operands(input, weight, bias, out, device_type: str):
-    """linear's own checks, then (A, C, result): the input flattened to (M, K) (a copy only where the
-    kernel cannot read the view), the (M, N) output to write, and what ``linear`` returns. What the
-    tensors are is checked before where they are."""
+def _arguments(input, weight, bias, out) -> tuple:
+    """linear's checks of what the tensors are, none of where they are or of their data pointers
+    (the fake op runs them on FakeTensors at trace time): ``(lead, n)``, the input's leading
+    dimensions and N, the output's shape being ``(*lead, n)``."""
     why = _weight_rule(weight, bias)
     if why:
         raise GemmInputError(f"linear: {why}")
@@ -203,31 +348,13 @@ def _operands(input, weight, bias, out, device_type: str):
             "(K, N) must be passed as w.t().contiguous()."
         )
     lead = tuple(input.shape[:-1])
-    m = math.prod(lead)
-    if m == 0:
+    if math.prod(lead) == 0:
         raise GemmInputError(
             f"linear: input of shape {tuple(input.shape)} is empty (M = 0 rows): the kernels need at least one; "
             "use torch.nn.functional.linear, which returns an empty output."
         )
-    why = _device_rule(weight, bias, device_type)
-    if why:
-        raise GemmInputError(f"linear: {why}")
-    if input.device != weight.device:
-        raise GemmInputError(f"linear: input is on {input.device} and weight on {weight.device}: put both on the same GPU.")
-    if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
-        raise GemmInputError(
-            "linear: autograd is on and an operand requires grad, but the course's kernels have no backward "
-            "(the output would carry no gradient): run under torch.no_grad() or torch.inference_mode(), or use "
-            "torch.nn.functional.linear to train."
-        )
-    x = input.reshape(m, k)  # a view when the strides allow
-    if x.stride(1) != 1 or x.stride(0) < k or x.stride(0) % ELEMS_PER_16B or x.data_ptr() % 16:
-        x = x.clone(memory_format=torch.contiguous_format)  # TMA reads 16-byte aligned rows: a fresh copy has them
-    if out is None:
-        out2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
-        return x, out2d, out2d.view(*lead, n)
-    if not isinstance(out, torch.Tensor) or out.dtype != torch.bfloat16 or tuple(out.shape) != (*lead, n) \
-            or not out.is_contiguous():
+    if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.bfloat16
+                            or tuple(out.shape) != (*lead, n) or not out.is_contiguous()):
         what = f"{out.dtype} {tuple(out.shape)}{'' if out.is_contiguous() else ' non-contiguous'}" \
             if isinstance(out, torch.Tensor) else type(out).__name__
         raise GemmInputError(
@@ -235,6 +362,28 @@ def _operands(input, weight, bias, out, device_type: str):
             f"dimensions, then N), got {what}: allocate it with torch.empty({(*lead, n)}, dtype=torch.bfloat16, "
             "device=input.device)."
         )
+    return lead, n
+
+
+def _operands(input, weight, bias, out, device_type: str):
+    """linear's own checks, then (A, C, result): the input flattened to (M, K) (a copy only where the
+    kernel cannot read the view), the (M, N) output to write, and what ``linear`` returns. What the
+    tensors are (:func:`_arguments`) is checked before where they are."""
+    lead, n = _arguments(input, weight, bias, out)
+    why = _device_rule(weight, bias, device_type)
+    if why:
+        raise GemmInputError(f"linear: {why}")
+    if input.device != weight.device:
+        raise GemmInputError(f"linear: input is on {input.device} and weight on {weight.device}: put both on the same GPU.")
+    if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+        raise GemmInputError(_NO_BACKWARD)
+    m, k = math.prod(lead), weight.shape[1]
+    x = input.reshape(m, k)  # a view when the strides allow
+    if x.stride(1) != 1 or x.stride(0) < k or x.stride(0) % ELEMS_PER_16B or x.data_ptr() % 16:
+        x = x.clone(memory_format=torch.contiguous_format)  # TMA reads 16-byte aligned rows: a fresh copy has them
+    if out is None:
+        out2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
+        return x, out2d, out2d.view(*lead, n)
     return x, out.view(m, n), out
 
 
