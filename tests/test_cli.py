@@ -124,9 +124,10 @@ def test_a_bare_step_number_asks_which_architecture(capsys, command):
 @pytest.mark.fast
 def test_list(capsys):
     assert cli.main(["list", "--arch", "sm90"]) == 0
-    assert capsys.readouterr().out.count("adds:") == 11  # the seed's ten steps and "beyond the seed"
+    # the seed's ten steps, "beyond the seed" and the memory roofline's step 12
+    assert capsys.readouterr().out.count("adds:") == 12
     assert cli.main(["list", "--arch", "sm100"]) == 0
-    assert capsys.readouterr().out.count("adds:") == 11  # and the Blackwell step 11
+    assert capsys.readouterr().out.count("adds:") == 12  # and their Blackwell twins
 
 
 # ---- errors a reader meets: one line each, never a traceback --------------------------------------

@@ -137,9 +137,9 @@ def test_explorer_html_embeds_the_table_and_loads_nothing():
 
 @pytest.mark.fast
 def test_every_step_offers_its_knob_grid():
-    """Both ladders, as the issue asks: sm90 and sm100 steps 1-11, each with knobs to pick."""
-    assert [s.number for s in ladder.steps("sm90")] == list(range(1, 12))
-    assert [s.number for s in ladder.steps("sm100")] == list(range(1, 12))
+    """Both ladders, as the issue asks: sm90 and sm100 steps 1-12, each with knobs to pick."""
+    assert [s.number for s in ladder.steps("sm90")] == list(range(1, 13))
+    assert [s.number for s in ladder.steps("sm100")] == list(range(1, 13))
     assert all(s.knobs and list(s.knob_grid()) for s in ladder.steps())
 
 

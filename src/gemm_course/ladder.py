@@ -55,6 +55,7 @@ class Step:
     ptx_markers: tuple = ()  # PTX substrings the compiled kernel must contain
     knobs: tuple = ()  # ((field, (allowed values...)), ...): what widgets and sweeps may vary
     any_shape: bool = False  # no alignment rule (the naive step)
+    roofline: str = "compute"  # the ceiling the step is built for: "compute", or "memory" (decode-sized GEMMs)
 
     @property
     def key(self) -> str:
@@ -353,6 +354,20 @@ _STEPS = [
         knobs=(("stages", (3, 4)), ("epi_n", (32, 128)), ("stream_k", (False, True))),
     ),
     Step(
+        12,
+        "sm90",
+        f"{_K}.sm90.step12_swap_ab",
+        "The memory roofline: swap A and B for decode-sized GEMMs",
+        "with few tokens (M <= 256) the kernel computes C^T = W x^T: W's rows fill wgmma's 64-row M, "
+        "the tokens sit in its N (16 to 256), C is written transposed, and the stream-K schedule "
+        "spreads W's K loop over every SM; larger M runs step 11's choice",
+        _ANY_MN,
+        _HOPPER_TMA_STORE,
+        ptx_markers=_HOPPER_SK,
+        knobs=(("tile_m", (64, 128)), ("tile_n", (16, 32, 64)), ("stream_k", (False, True))),
+        roofline="memory",
+    ),
+    Step(
         2,
         "sm100",
         f"{_K}.sm100.step02_tcgen05_tma",
@@ -495,8 +510,13 @@ def steps(arch: Optional[str] = None) -> list:
 
 
 def final(arch: str = "sm90") -> Step:
-    """The last, fastest step of an architecture's ladder (the one the sweeps measure)."""
-    return steps(arch)[-1]
+    """The last step of an architecture's compute-bound ladder (the one the sweeps measure)."""
+    return [s for s in steps(arch) if s.roofline == "compute"][-1]
+
+
+def decode(arch: str = "sm90") -> Optional[Step]:
+    """The step built for the memory roofline (decode-sized GEMMs), if the architecture has one."""
+    return next((s for s in reversed(steps(arch)) if s.roofline == "memory"), None)
 
 
 def get(key) -> Step:

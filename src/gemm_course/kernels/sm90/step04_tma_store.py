@@ -67,8 +67,8 @@ class Gemm(parent.Gemm):
     def make_epilogue_operands(self, mC: cute.Tensor):
         """The epilogue's staging layout in shared memory and its TMA store atom."""
         epi_tile = (self.tile_mnk[0], self.config.epi_n)
-        c_layout = tensor_utils.LayoutEnum.from_tensor(mC)
-        epi_smem_layout = sm90_utils.make_smem_layout_epi(C_DTYPE, c_layout, epi_tile, self.config.epi_stages)
+        self.c_layout = tensor_utils.LayoutEnum.from_tensor(mC)  # the epilogue's stmatrix follows it
+        epi_smem_layout = sm90_utils.make_smem_layout_epi(C_DTYPE, self.c_layout, epi_tile, self.config.epi_stages)
         tma_atom_c, tma_tensor_c = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileS2GOp(), mC, cute.slice_(epi_smem_layout, (None, None, 0)), epi_tile
         )
@@ -154,8 +154,9 @@ class Gemm(parent.Gemm):
         gC = cute.local_tile(mC, self.tile_mnk, tile_coord, proj=(1, 1, None))  # (bM, bN)
         epi_tile = (cute.size(sC, mode=[0]), cute.size(sC, mode=[1]))
 
-        # registers -> shared: stmatrix tiled to the MMA's accumulator layout
-        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), C_DTYPE)
+        # registers -> shared: stmatrix tiled to the MMA's accumulator layout (each 8 x 8 matrix
+        # transposed when C is M-major, as the staging layout from make_epilogue_operands is then)
+        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), C_DTYPE)
         r2s = cute.make_tiled_copy_S(stmatrix, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
         thr_r2s = r2s.get_slice(epi_tidx)
         tRS_sC = thr_r2s.partition_D(sC)  # (R2S, R2S_M, R2S_N, stages)

@@ -1,0 +1,126 @@
+"""Decode-sized GEMMs inside CUDA graphs: a step against cuBLAS with no host in the loop.
+
+A serving engine captures its decode step in a CUDA graph, and every layer has its own weights: so
+each provider here runs ``launches`` GEMMs captured in one graph, cycling through enough operand
+sets that none sits in L2 (``bench.rotation_sets``), and the time per GEMM is CUDA events around
+graph replays over the launches. Step and cuBLAS (``torch.mm`` into a preallocated output)
+alternate, in the opposite order every other round; medians over the rounds. Each shape's first
+operand set is checked against the float32 reference first (NaN-poisoned output).
+
+    python3 scripts/gpu_decode_graph.py --out OUT --steps sm90/12 sm90/11 --shapes 1x4096x4096 16x4096x14336
+
+Records (kind ``decode_graph``): per step and shape, both medians, the ratio, the fewest bytes over
+each time and their fractions of the copy bandwidth this run measured (``bench.copy_tb_s``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+
+import torch
+from cuda.bindings import driver as cuda
+
+from gemm_course import bench, ladder, records, run
+from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+
+
+def graph_ms(calls: list, launches: int, replays: int) -> float:
+    """ms per call of ``launches`` calls (cycling through ``calls``, each ``fn(stream)``) in one graph."""
+    side = torch.cuda.Stream()
+    bound = [fn(side) for fn in calls]
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for f in bound:
+            f()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        for i in range(launches):
+            bound[i % len(bound)]()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    graph.reset()
+    return start.elapsed_time(end) / (launches * replays)
+
+
+def measure(step, problem: GemmProblem, rounds: int, launches: int, replays: int, copy: float, seed: int) -> dict:
+    sets = bench.rotation_sets(problem.min_bytes, torch.cuda.get_device_properties(0).L2_cache_size)
+    operands = [make_inputs(problem, "cuda", seed + i) for i in range(sets)]
+    first = run.prepare(step, *operands[0])
+    workspace = run.allocate_workspace(step, first.config, "cuda")
+    launchers = [run.prepare(step, x, w, y, first.config, workspace=workspace) for x, w, y in operands]
+    x, w, y = operands[0]
+    y.fill_(float("nan"))
+    launchers[0]()
+    torch.cuda.synchronize()
+    err = relative_error(y, reference(x, w))
+    outs = [torch.empty_like(y) for _ in operands]
+
+    def ours(launch):
+        return lambda stream: dataclasses.replace(launch, stream=cuda.CUstream(stream.cuda_stream))
+
+    def theirs(x, w, out):
+        return lambda stream: (lambda: torch.mm(x, w.t(), out=out))
+
+    providers = {"step": [ours(lc) for lc in launchers],
+                 "cublas": [theirs(x, w, o) for (x, w, _), o in zip(operands, outs)]}
+    times = {name: [] for name in providers}
+    for r in range(rounds):
+        for name in (list(providers) if r % 2 == 0 else list(providers)[::-1]):
+            times[name].append(graph_ms(providers[name], launches, replays))
+    step_ms, cublas_ms = statistics.median(times["step"]), statistics.median(times["cublas"])
+    rec = {
+        "kind": "decode_graph", "step": step.key, "config": dataclasses.asdict(first.config),
+        "shape": {"m": problem.m, "n": problem.n, "k": problem.k}, "rel_error": err, "ok": err < run.TOLERANCE,
+        "step_ms": step_ms, "cublas_ms": cublas_ms, "ratio": cublas_ms / step_ms,
+        "step_ms_rounds": times["step"], "cublas_ms_rounds": times["cublas"],
+        "bandwidth": bench.bandwidth_fields(problem, step_ms, cublas_ms, torch.cuda.get_device_name(0), copy),
+        "protocol": {"sets": sets, "launches_per_graph": launches, "replays": replays, "rounds": rounds,
+                     "how": "each provider's launches captured in one CUDA graph, cycling through operand sets; "
+                            "events around replays; providers alternate, reversed every other round; medians"},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), "command": " ".join(sys.argv),
+    }
+    rec.update(bench.environment())
+    return rec
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", nargs="+", default=["sm90/12"])
+    p.add_argument("--shapes", nargs="+", required=True)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--launches", type=int, default=200)
+    p.add_argument("--replays", type=int, default=5)
+    p.add_argument("--tag", default="decode_graph")
+    args = p.parse_args(argv)
+    copy = bench.copy_tb_s()
+    print(f"copy bandwidth {copy:.2f} TB/s on {torch.cuda.get_device_name(0)}", flush=True)
+    out = []
+    for text in args.shapes:
+        problem = GemmProblem.parse(text)
+        for key in args.steps:
+            rec = measure(ladder.get(key), problem, args.rounds, args.launches, args.replays, copy, seed=len(out) * 100)
+            out.append(rec)
+            bw = rec["bandwidth"]
+            print(f"{key:9s} {problem.label:>18s} err {rec['rel_error']:.1e} step {rec['step_ms'] * 1e3:8.2f} us "
+                  f"cuBLAS {rec['cublas_ms'] * 1e3:8.2f} us  ratio {rec['ratio']:.3f}  "
+                  f"{bw['tb_s']:.2f} TB/s ({bw['fraction_of_copy']:.0%} of copy; cuBLAS {bw['cublas_fraction_of_copy']:.0%})",
+                  flush=True)
+    print(records.write_records(out, args.tag, args.out))
+    return 0 if all(r["ok"] for r in out) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Step 12 (Hopper) - the memory roofline: swap A and B for decode-sized GEMMs.
+
+Parent: step 11. Key differences (chapter 12):
+
+* *Swap A and B.* A linear layer with few tokens, y = x W^T with x (M, K), M <= 256, and W (N, K)
+  of thousands by thousands, is bound by streaming W once: about M FLOP per byte, under both
+  Hopper ridges (~270 FLOP per byte on an H100, ~180 on an H200). wgmma's M is 64 rows per
+  warpgroup and its N is 8 to 256 in steps of 8, so step 11's 128-row tile holds M <= 128 real
+  rows of x and pads the rest. Here the kernel computes C^T = W x^T instead: W is the wgmma's
+  A operand (its rows fill the 64-row instruction) and x is its B operand (the tokens sit in N,
+  ``tile_n`` = M rounded up to 16). Both operands stay K-major, so nothing is copied: only the
+  roles change in ``__call__``.
+* *C written transposed.* C (M, N) row-major is C^T (N, M) column-major (M-major): the same
+  bytes. The epilogue stages an M-major tile in shared memory (``stmatrix`` with its 8 x 8
+  matrices transposed, which step 4 picks from C's layout) and one TMA store writes it to C.
+* *Every SM streams its share of W.* With 4096 rows of W and 128-row tiles there are only 32
+  tiles for 132 SMs: step 11's stream-K schedule already splits a grid with fewer tiles than
+  clusters along K, up to ``schedule.MAX_PARTS`` parts per tile, so each SM streams its K range
+  of one tile. Clusters of one CTA: x is a few KiB per K tile, nothing worth multicasting.
+* *Enough bytes in flight.* A stage holds (tile_m + tile_n) x 64 bf16, 18 KiB at 128 x 16: the
+  stages that fit in shared memory (``config_for``: 12 at 128 x 16) keep ~200 KiB of W in flight
+  per SM, far above Little's law's ~25 KiB (3.35 TB/s / 132 SMs x ~1 us of DRAM latency).
+
+With more than ``SWAP_MAX_M`` rows the problem is no longer bound by W's bytes alone, and
+``config_for`` returns step 11's own choice with ``swap_ab`` off: the same kernel as step 11.
+
+Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
+of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper").
+
+Accepts: any M (M = 1 included); N and K multiples of 8.
+"""
+
+import dataclasses
+
+import cutlass
+import cutlass.cute as cute
+
+from . import step11_beyond_the_seed as parent
+from .step04_tma_store import can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
+from .step05_cluster_multicast import SMEM_CAPACITY, smem_estimate
+
+SWAP_MAX_M = 256  # tokens up to which C^T = W x^T is computed (the tokens fit one wgmma N)
+MAX_STAGES = 16  # enough bytes in flight many times over; more only lengthens the pipeline's fill
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(parent.Config):
+    swap_ab: bool = True  # compute C^T = W x^T: W's rows in wgmma's M, the tokens in its N
+    tile_m: int = 128  # rows of W per tile (two consumer warpgroups)
+    tile_n: int = 16  # tokens per tile: M rounded up to 16 (``config_for``)
+    stages: int = 12  # as many as fit (``config_for``)
+    epi_n: int = 16
+    epi_stages: int = 1
+    cluster_m: int = 1
+    cluster_n: int = 1
+    gpc_order: bool = False  # every tile is a tail tile: no full wave to place
+
+
+def check_config(config: Config):
+    if not config.swap_ab:
+        return parent.check_config(config)
+    if not (16 <= config.tile_n <= 256 and config.tile_n % 16 == 0):
+        return False, "with swap_ab, tile_n (tokens per tile) must be a multiple of 16 from 16 to 256"
+    # steps 5-11's rules on everything but the width and what depends on it (their widths start at 64)
+    ok, why = parent.check_config(dataclasses.replace(config, tile_n=64, epi_n=16, epi_stages=1, stages=1))
+    if not ok:
+        return ok, why
+    ok, why = check_epilogue(config)
+    if not ok:
+        return ok, why
+    if config.stages < 1:
+        return False, "stages must be at least 1"
+    if smem_estimate(config) > SMEM_CAPACITY:
+        return False, f"needs {smem_estimate(config)} B of shared memory, more than the {SMEM_CAPACITY} B a CTA can have"
+    return True, ""
+
+
+def stages_that_fit(tile_m: int, tile_n: int, epi_n: int, epi_stages: int) -> int:
+    """Mainloop stages that fit in a CTA's shared memory beside the staging buffers (``smem_estimate``)."""
+    stage = (tile_m + tile_n) * 64 * 2
+    fixed = smem_estimate(Config(tile_m=tile_m, tile_n=tile_n, epi_n=epi_n, epi_stages=epi_stages, stages=0))
+    return min(MAX_STAGES, (SMEM_CAPACITY - fixed) // stage)
+
+
+def config_for(problem, config: Config = Config()) -> Config:
+    """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens (tile_n: M rounded up to 16, with
+    the stages that fit), else step 11's choice with ``swap_ab`` off."""
+    if problem.m > SWAP_MAX_M:
+        return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, **_STEP11_FIELDS))
+    tile_n = max(16, -(-problem.m // 16) * 16)
+    epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
+    stages = stages_that_fit(config.tile_m, tile_n, epi_n, 1)
+    return dataclasses.replace(config, tile_n=tile_n, epi_n=epi_n, epi_stages=1, stages=stages)
+
+
+# step 11's defaults for the fields this step's Config changes (its choice for large M starts there)
+_STEP11_FIELDS = {f: getattr(parent.Config(), f) for f in
+                  ("tile_m", "tile_n", "stages", "epi_n", "epi_stages", "cluster_m", "cluster_n", "gpc_order")}
+
+
+def transposed(t: cute.Tensor) -> cute.Tensor:
+    """The same memory seen with its two modes exchanged: C (M, N) row-major as C^T (N, M) M-major."""
+    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
+
+
+class Gemm(parent.Gemm):
+    @cute.jit
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, mPartials: cute.Tensor, mFlags: cute.Tensor,
+                 mPlaces: cute.Tensor):
+        if cutlass.const_expr(self.config.swap_ab):
+            mA, mB, mC = mB, mA, transposed(mC)  # C^T = W x^T: W fills wgmma's M, the tokens its N
+        self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags, mPlaces, self.schedule_constants(mA, mC))

@@ -1,0 +1,163 @@
+"""Hopper step 12: swap A and B for decode-sized GEMMs (chapter 12).
+
+The rule (pure Python): which tile a problem gets, what the config check refuses. The kernel (on
+the CPU, from its PTX): wgmma's N is the tokens' tile, the epilogue's stmatrix is transposed for
+the M-major C^T, every stage expects the bytes of its two TMA boxes, no multicast in clusters of
+one; with ``swap_ab`` off it is step 11's kernel, instruction for instruction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import torch
+
+from gemm_course import arch, inspect, ladder, run, schedule
+from gemm_course.kernels.sm90 import step05_cluster_multicast as step05
+from gemm_course.kernels.sm90 import step12_swap_ab as step12
+from gemm_course.problem import GemmInputError, GemmProblem
+
+STEP = ladder.get("sm90/12")
+DECODE_MS = (1, 8, 16, 33, 64, 100, 128, 200, 256)
+
+
+@pytest.mark.fast
+def test_the_ladder_knows_the_memory_step():
+    assert STEP.roofline == "memory" and ladder.decode("sm90") is STEP
+    assert ladder.final("sm90").number == 11  # the sweeps' compute-bound kernel stays step 11
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("m", DECODE_MS)
+def test_small_m_swaps_with_the_tokens_in_wgmma_n(m):
+    config = STEP.config_for(GemmProblem(m, 4096, 4096))
+    assert config.swap_ab
+    assert config.tile_n == max(16, -(-m // 16) * 16)  # M rounded up to stmatrix's 16 columns
+    assert config.tile_n % config.epi_n == 0 and (config.cluster_m, config.cluster_n) == (1, 1)
+    assert STEP.check_config(config) == (True, "")
+    # as many stages as fit: one more would not, unless the cap is reached
+    assert step05.smem_estimate(config) <= step05.SMEM_CAPACITY
+    more = dataclasses.replace(config, stages=config.stages + 1)
+    assert config.stages == step12.MAX_STAGES or step05.smem_estimate(more) > step05.SMEM_CAPACITY
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("m", (257, 512, 4096))
+def test_large_m_is_step_11(m):
+    problem = GemmProblem(m, 4096, 4096)
+    config = STEP.config_for(problem)
+    eleven = ladder.get("sm90/11").config_for(problem)
+    assert not config.swap_ab
+    assert {f: getattr(config, f) for f in dataclasses.asdict(eleven)} == dataclasses.asdict(eleven)
+
+
+@pytest.mark.fast
+def test_the_threshold_is_one_wgmma_n():
+    assert step12.SWAP_MAX_M == 256  # wgmma's largest N: the tokens fit one instruction
+    assert STEP.config_for(GemmProblem(256, 1024, 1024)).swap_ab
+    assert not STEP.config_for(GemmProblem(257, 1024, 1024)).swap_ab
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("tile_n, ok", [(8, False), (16, True), (24, False), (48, True), (256, True), (272, False)])
+def test_swapped_widths(tile_n, ok):
+    config = dataclasses.replace(step12.Config(), tile_n=tile_n, epi_n=16, stages=4)
+    assert STEP.check_config(config)[0] is ok
+
+
+@pytest.mark.fast
+def test_refusals_say_why():
+    base = step12.Config()
+    assert "shared memory" in STEP.check_config(dataclasses.replace(base, stages=40))[1]
+    assert "tile_m" in STEP.check_config(dataclasses.replace(base, tile_m=192))[1]
+    assert "epi_n" in STEP.check_config(dataclasses.replace(base, tile_n=48, epi_n=32))[1]
+    # without the swap, step 11's own rules, its 64-column minimum among them
+    assert not STEP.check_config(dataclasses.replace(base, swap_ab=False))[0]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("m", (1, 7, 16, 300))
+def test_one_token_rows_pass_the_operand_checks(m):
+    x = torch.randn(m, 1024, dtype=torch.bfloat16)
+    w = torch.randn(2048, 1024, dtype=torch.bfloat16)
+    c = torch.empty(m, 2048, dtype=torch.bfloat16)
+    problem, config = run.validate_operands(STEP, x, w, c, device_type="cpu")
+    assert (problem.m, config.swap_ab) == (m, m <= step12.SWAP_MAX_M)
+
+
+@pytest.mark.fast
+def test_n_not_a_multiple_of_8_is_refused():
+    x, w = torch.randn(4, 64, dtype=torch.bfloat16), torch.randn(100, 64, dtype=torch.bfloat16)
+    with pytest.raises(GemmInputError):
+        run.validate_operands(STEP, x, w, torch.empty(4, 100, dtype=torch.bfloat16), device_type="cpu")
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("n, k", [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)])
+def test_w_is_spread_over_most_sms(n, k):
+    """The stream-K schedule on the swapped grid (W's rows in tiles of 128): at least 112 of an
+    H100's 132 SMs stream W, each about its share (the schedule's busy fraction)."""
+    config = STEP.config_for(GemmProblem(16, n, k))
+    tiles, k_tiles = -(-n // config.tile_m), -(-k // config.tile_k)
+    clusters = schedule.grid_clusters(tiles, 132, k_tiles)
+    assert clusters >= 112
+    assert schedule.busy_fraction(tiles, clusters, k_tiles) > 0.95
+
+
+# ---- the kernel, compiled for sm_90a on the CPU ------------------------------------------------
+
+CONFIGS = [STEP.config_for(GemmProblem(m, 4096, 4096)) for m in (1, 48, 100, 256)]
+CONFIGS += [dataclasses.replace(CONFIGS[0], tile_m=64), dataclasses.replace(CONFIGS[0], stream_k=False)]
+
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"{c.tile_m}x{c.tile_n}_sk{int(c.stream_k)}")
+def compiled(request):
+    return request.param, arch.compile_step(STEP, request.param, target="sm_90a")
+
+
+@pytest.mark.compile
+def test_wgmma_n_is_the_token_tile(compiled):
+    config, art = compiled
+    shapes = set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16", art.ptx))
+    assert shapes == {str(config.tile_n)}
+
+
+@pytest.mark.compile
+def test_the_epilogue_writes_c_transposed(compiled):
+    config, art = compiled
+    assert inspect.ptx_count(art.ptx, "stmatrix.sync.aligned.m8n8.x4.trans") >= 1
+    assert inspect.ptx_count(art.ptx, "stmatrix.sync.aligned.m8n8.x4.shared") == 0  # no untransposed stmatrix
+    assert inspect.ptx_count(art.ptx, "cp.async.bulk.tensor.2d.global.shared::cta") >= 1
+
+
+@pytest.mark.compile
+def test_each_stage_expects_its_two_boxes(compiled):
+    config, art = compiled
+    assert set(inspect.expect_tx_bytes(art.ptx)) == {(config.tile_m + config.tile_n) * config.tile_k * 2}
+    assert "multicast::cluster" not in art.ptx  # clusters of one CTA: nothing to share
+
+
+@pytest.mark.compile
+def test_the_hand_over_is_compiled_with_the_split(compiled):
+    config, art = compiled
+    assert ("st.release.gpu" in art.ptx) is config.stream_k
+
+
+def _without_names(ptx: str) -> str:
+    names = set(re.findall(r"\.entry\s+(\w+)", ptx))
+    for name in names:
+        ptx = ptx.replace(name, "KERNEL")
+    return "\n".join(line for line in ptx.splitlines() if not line.startswith("//"))
+
+
+@pytest.mark.compile
+def test_without_the_swap_it_is_step_11():
+    problem = GemmProblem(2048, 4096, 4096)
+    config = STEP.config_for(problem)
+    eleven = ladder.get("sm90/11")
+    twelve = arch.compile_step(STEP, config, target="sm_90a").ptx
+    fields = {f: getattr(config, f) for f in dataclasses.asdict(eleven.default)}
+    reference = arch.compile_step(eleven, type(eleven.default)(**fields), target="sm_90a").ptx
+    assert _without_names(twelve) == _without_names(reference)
