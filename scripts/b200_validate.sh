@@ -194,13 +194,21 @@ if [ $tabled = 1 ]; then
   cat "$out/summary.log"
 fi
 echo
+# the course's address: repository.url in _config.yml (the one setting the book's pages read too)
+repo=$($PY -m gemm_course.b200 repository 2>/dev/null)
+if [ -n "$repo" ]; then
+  repo="the course's repository, $repo,"
+else
+  repo="the course's repository (not published at a public address yet: send the files to whoever gave you the course)"
+fi
+echo "To see them in the book: bash scripts/render_records.sh (the chapters, the results page and the intro's box)."
 if [ $correct = 1 ]; then
-  echo "To contribute: open a pull request on the course's repository that adds the new files of"
+  echo "To contribute: open a pull request on $repo that adds the new files of"
   echo "$dest/ (the book's figures read every record under results/), results/tuning/tune_b200_tail_split_*.json.gz"
   echo "(the tail A/B) and results/logs/*_b200_*.log (this run's logs, listed in OUT/published_logs.txt);"
   echo "say which cloud instance ran them. (OUT = $out)"
 else
-  echo "To report: open an issue or a pull request on the course's repository with this run's logs,"
+  echo "To report: open an issue or a pull request on $repo with this run's logs,"
   echo "results/logs/*_b200_*.log (listed in OUT/published_logs.txt): they show what a B200 does with the"
   echo "Blackwell steps. (OUT = $out)"
 fi

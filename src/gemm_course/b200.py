@@ -7,6 +7,9 @@ go, and the short table the kit prints last.
     python -m gemm_course.b200 table OUT     # the ladder and the sweep, one line per step
     python -m gemm_course.b200 redact OUT REPO   # OUT's logs name OUT, REPO and ~, not this machine's folders
     python -m gemm_course.b200 logs OUT      # OUT/NAME.log -> results/logs/<UTC date>_b200_NAME.log, to publish
+    python -m gemm_course.b200 status        # each Blackwell step: measured, failed in the kit (its log) or compiled
+    python -m gemm_course.b200 phases        # the kit's phases and their time limits
+    python -m gemm_course.b200 repository    # the course's address (repository.url in _config.yml), or nothing
 """
 
 from __future__ import annotations
@@ -332,32 +335,29 @@ def _step_order(key: str) -> tuple:
 
 
 def kit_runs(results_dir: Optional[str] = None) -> list:
-    """The B200 kit runs published under results/logs/ (``<UTC date>_b200_stepwise.log``, newest first):
-    ``{"stamp", "log", "rows"}`` with the steps table the stepwise phase printed last
-    (:func:`gemm_course.stepwise.table`), each row ``{"step", "debug", "timed", "sanitizer", "failed",
-    "log"}``: ``log`` is the published log of the phase that failed (or None)."""
+    """The B200 kit runs published under results/logs/ (``<UTC date>_b200_stepwise.log``), newest first:
+    ``{"stamp", "log", "failed"}``, ``failed`` being ``{step: {"why", "log"}}`` for every step whose
+    phase failed, read from the lines :func:`gemm_course.stepwise.run_step` prints as each phase ends
+    (so a run stopped before its closing table still counts): ``why`` as the kit's table says it (the
+    phase, then the barrier, the wrong shape or the time-out), ``log`` that phase's published log."""
+    import re
+
     from .records import RESULTS_DIR
 
     folder = os.path.join(results_dir or RESULTS_DIR, "logs")
+    failure = re.compile(r"^  (sm100/\d+) ((?:debug|timed|sanitizer): .*)$")
     runs = []
     for path in sorted(glob.glob(os.path.join(folder, "*_b200_stepwise.log")), reverse=True):
         stamp = os.path.basename(path).split("_b200_")[0]
+        failed = {}
         with open(path, errors="replace") as f:
-            lines = f.read().splitlines()
-        heads = [i for i, line in enumerate(lines) if line.split()[:1] == ["step"] and line.rstrip().endswith("what failed")]
-        rows = []
-        for line in lines[heads[-1] + 1:] if heads else []:
-            parts = line.split(None, 4)
-            if len(parts) < 4 or "/" not in parts[0]:
-                break
-            failed = parts[4].strip() if len(parts) > 4 and parts[4].strip() != "-" else ""
-            log = None
-            if failed:  # the failed phase's own log, as the kit published it beside this one
-                phase = failed.split(":", 1)[0]
-                log = f"results/logs/{stamp}_b200_step_{parts[0].replace('/', '-')}_{phase}.log"
-            rows.append({"step": parts[0], "debug": parts[1], "timed": parts[2], "sanitizer": parts[3],
-                         "failed": failed, "log": log})
-        runs.append({"stamp": stamp, "log": os.path.join("results", "logs", os.path.basename(path)), "rows": rows})
+            for line in f:
+                found = failure.match(line.rstrip("\n"))
+                if found:
+                    key, why = found.groups()
+                    phase = why.split(":", 1)[0]
+                    failed[key] = {"why": why, "log": f"results/logs/{stamp}_b200_step_{key.replace('/', '-')}_{phase}.log"}
+        runs.append({"stamp": stamp, "log": f"results/logs/{os.path.basename(path)}", "failed": failed})
     return runs
 
 
@@ -369,12 +369,11 @@ def step_status(records=None, results_dir: Optional[str] = None) -> dict:
 
     measured = measured_steps(records)
     runs = kit_runs(results_dir)
-    failed = {row["step"]: row for row in (runs[0]["rows"] if runs else []) if row["failed"]}
+    failed = runs[0]["failed"] if runs else {}
     out = {}
     for step in ladder.steps("sm100"):
         if step.key in failed:
-            row = failed[step.key]
-            out[step.key] = ("failed", f"{row['failed']} (log: `{row['log']}`)")
+            out[step.key] = ("failed", f"{failed[step.key]['why']} (log: `{failed[step.key]['log']}`)")
         elif step.key in measured:
             out[step.key] = ("measured", f"`{measured[step.key]['_file']}`" if measured[step.key].get("_file") else "")
         else:
@@ -436,6 +435,106 @@ def first_screen(records=None, results_dir: Optional[str] = None) -> str:
     ])
 
 
+KIT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts", "b200_validate.sh")
+# what each phase of the kit does, in a few words (its comments in scripts/b200_validate.sh say more)
+PHASE_WHAT = {
+    "doctor": "versions, and which steps run here",
+    "nvidia_smi": "the driver's view of the GPU",
+    "stepwise": "every step in its own process: watchdog debug build, timed build, memcheck",
+    "pytest_gpu": "the Blackwell-specific GPU tests",
+    "sanitize_racecheck": "racecheck on steps 5-8 and step 11's split tails",
+    "sanitize_synccheck": "synccheck on the same",
+    "ladder": "the steps that passed at 4096³ and 8192³ against cuBLAS",
+    "broad_sweep": "step 11 over the broad sweep",
+    "broad_sweep_reversed": "the same, shapes in the opposite order",
+    "tail_ab": "step 11's split tail against the kernel without it",
+    "copy": "the records into results/",
+}
+# the logs under results/logs/ of the same phase run on the H200 with the Hopper steps (the newest of each)
+HOPPER_TWIN_LOGS = {"stepwise": "*_stepwise_sm90.log", "pytest_gpu": "*_pytest_gpu.log",
+                    "broad_sweep": "*_broad_sweep.log", "broad_sweep_reversed": "*_broad_sweep_reversed.log"}
+
+
+def phase_limits(script: Optional[str] = None) -> dict:
+    """``{phase: time limit in seconds}`` as the kit (``scripts/b200_validate.sh``) sets them, in its
+    order; the stepwise phase's own per-step limits are :data:`gemm_course.stepwise.LIMITS_S`."""
+    import re
+
+    with open(script or KIT) as f:
+        text = f.read()
+    loop = re.search(r"for tool in ([\w ]+); do", text)
+    out = {}
+    for name, limit in re.findall(r"^\s*phase\s+\"?([\w$]+)\"?\s+(\d+)\s", text, re.M):
+        names = [name.replace("$tool", tool) for tool in loop.group(1).split()] if "$tool" in name and loop else [name]
+        for each in names:
+            out.setdefault(each, int(limit))
+    return out
+
+
+def _hopper_twin_seconds(phase: str, results_dir: Optional[str] = None) -> tuple:
+    """(seconds, log) of the same phase on the H200 with the Hopper steps, read from its newest log under
+    results/logs/, or (None, None)."""
+    import re
+
+    from .records import RESULTS_DIR
+
+    pattern = HOPPER_TWIN_LOGS.get(phase)
+    found = sorted(glob.glob(os.path.join(results_dir or RESULTS_DIR, "logs", pattern))) if pattern else []
+    found = [p for p in found if "_b200_" not in os.path.basename(p)]
+    if not found:
+        return None, None
+    with open(found[-1], errors="replace") as f:
+        text = f.read()
+    if phase == "stepwise":  # each phase of each step, as stepwise.run_step prints it
+        seconds = sum(int(v) for v in re.findall(r"^sm90/\d+ \w+: \w+ \((\d+) s\)$", text, re.M)) or None
+    elif phase == "pytest_gpu":  # pytest's last line
+        times = re.findall(r" in ([\d.]+)s\b", text)
+        seconds = float(times[-1]) if times else None
+    else:  # a sweep: the time since its start on its last shape's line
+        times = re.findall(r"^\[\d+/\d+\].*\((\d+) s\)", text, re.M)
+        seconds = int(times[-1]) if times else None
+    return seconds, f"results/logs/{os.path.basename(found[-1])}" if seconds else None
+
+
+def phase_plan(script: Optional[str] = None, results_dir: Optional[str] = None) -> list:
+    """The kit's phases in order: ``{"phase", "what", "limit_s", "hopper_s", "hopper_log"}``: its time
+    limit (the stepwise phase: the per-step limits of :mod:`gemm_course.stepwise` times the steps) and,
+    where the same phase has run on the H200 with the Hopper steps, how long that took and its log."""
+    from . import ladder
+    from .stepwise import LIMITS_S
+
+    rows = []
+    for name, limit in phase_limits(script).items():
+        if name == "stepwise":
+            limit = min(limit, sum(LIMITS_S.values()) * len(ladder.steps("sm100")))
+        seconds, log = _hopper_twin_seconds(name, results_dir)
+        rows.append({"phase": name, "what": PHASE_WHAT.get(name, ""), "limit_s": limit, "hopper_s": seconds,
+                     "hopper_log": log})
+    return rows
+
+
+def phase_table(script: Optional[str] = None, results_dir: Optional[str] = None) -> str:
+    """:func:`phase_plan` as a Markdown table, with the total of the limits."""
+    from .stepwise import LIMITS_S
+
+    def minutes(seconds):
+        return f"{seconds / 60:.0f}" if seconds >= 60 else f"{seconds / 60:.1f}"
+
+    plan = phase_plan(script, results_dir)
+    lines = ["| phase | what it does | stopped after (min) | the same on the H200, Hopper steps (min) |",
+             "|---|---|---:|---|"]
+    for r in plan:
+        limit = minutes(r["limit_s"])
+        if r["phase"] == "stepwise":
+            per = ", ".join(f"{k} {minutes(v)}" for k, v in LIMITS_S.items())
+            limit += f" ({per} a step)"
+        twin = f"{minutes(r['hopper_s'])} (`{r['hopper_log']}`)" if r["hopper_s"] else "-"
+        lines.append(f"| `{r['phase']}` | {r['what']} | {limit} | {twin} |")
+    total = sum(r["limit_s"] for r in plan)
+    lines.append(f"| all | | {total / 3600:.1f} h | |")
+    return "\n".join(lines)
+
+
 def repository_url(config_path: Optional[str] = None) -> str:
     """The course's public address: ``repository.url`` in ``_config.yml`` (Jupyter Book's setting, which
     also drives the book's repository button), or '' while the course is not published."""
@@ -454,6 +553,26 @@ def repository_url(config_path: Optional[str] = None) -> str:
         block = re.search(r"^repository:\s*\n((?:[ \t]+.*\n?)*)", text, re.M)
         found = re.search(r"^\s+url:\s*[\"']?([^\"'#\s]*)", block.group(1), re.M) if block else None
         return found.group(1) if found else ""
+
+
+SETUP_COMMANDS = ["cd gemm-course", "make setup          # .venv: the pinned packages and the course (editable)",
+                  ".venv/bin/gemm-course doctor"]
+
+
+def get_the_code(url: Optional[str] = None) -> str:
+    """The setup page's "get the code" (MyST Markdown): the clone command from :func:`repository_url`,
+    or, while the course has no public address, where the tree comes from instead."""
+    url = repository_url() if url is None else url
+    if url:
+        lead = f"The course is published at <{url}> (`repository.url` in `_config.yml`):"
+        first = [f"git clone {url} gemm-course"]
+    else:
+        lead = ("The course is not published at a public address yet (its one setting, `repository.url` in "
+                "`_config.yml`, is empty), so this book cannot name one to clone. Get the course's folder from "
+                "whoever gave you this book, as a copy of the folder or as a git bundle "
+                "(`git clone gemm-course.bundle gemm-course`), then:")
+        first = []
+    return "\n".join([lead, "", "```bash", *first, *SETUP_COMMANDS, "```"])
 
 
 def main(argv=None) -> int:
@@ -486,6 +605,17 @@ def main(argv=None) -> int:
 
         for dest in publish_logs(argv[1]):
             print(os.path.relpath(dest, os.path.dirname(RESULTS_DIR)))
+        return 0
+    if command == "status" and len(argv) == 1:
+        for key, (state, detail) in step_status().items():
+            print(f"{key:<10} {state:<9} {detail}")
+        return 0
+    if command == "phases" and len(argv) == 1:
+        for r in phase_plan():
+            print(f"{r['phase']:<22} at most {r['limit_s'] / 60:6.1f} min  {r['what']}")
+        return 0
+    if command == "repository" and len(argv) == 1:
+        print(repository_url())
         return 0
     if command in ("-h", "--help", "help"):
         print(__doc__)
