@@ -333,6 +333,7 @@ def fake_launch(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: None)  # a CPU tensor's device index
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: types.SimpleNamespace(cuda_stream=state.stream))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state.capturing)
+    monkeypatch.setattr(lin, "_in_graphs", [])
     monkeypatch.setattr(run, "allocate_workspace", lambda step, config, device: allocated.append(config) or
                         run.Workspace(step.key, config, torch.device(device)))
     monkeypatch.setattr(run, "prepare", FakeLaunch)

@@ -141,7 +141,11 @@ def test_a_capture_after_a_warm_up_allocates_no_scratch(fake_launch):
     assert len(fake_launch.allocated) == 2 and len(lin._workspaces) == 2
     fake_launch.capturing = True  # a capture now uses its own stream's scratch
     lin.linear(x, w)
-    assert fake_launch.prepared[-1].workspace is lin._workspaces[("sm90/11", warm.config, None, 2)]
+    own = lin._workspaces[("sm90/11", warm.config, None, 2)]
+    assert fake_launch.prepared[-1].workspace is own
+    assert lin._in_graphs == [warm, own]  # what the graphs launch with, once each
+    lin.clear_cache()
+    assert lin._workspaces == {} and lin._in_graphs == [warm, own]  # the graphs may replay: kept for the process
 
 
 @pytest.mark.fast

@@ -34,7 +34,8 @@ with the shapes you will capture (a warm-up, as serving engines do, and as ``tor
 ``mode="reduce-overhead"`` does by itself); a config first met during capture is refused with a
 :class:`GemmInputError` that says so. The graph's launches share that scratch with the eager calls
 on that stream: replay the graph on it, or on a stream whose work is ordered with it (the usual
-pattern, warm-up and replay on the current stream, capture on the graph's own, does both).
+pattern, warm-up and replay on the current stream, capture on the graph's own, does both). Scratch
+a graph was captured with stays allocated for the process, :func:`clear_cache` included.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ SMALL_M = 256
 SMALL_M_ARCHS = ("sm90",)  # where linear routes small M to ladder.decode(arch); Blackwell's step 11 has its own decode path
 
 _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run.Workspace
+_in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
 _b200_warned: set = set()  # step keys linear warned about, once per process (no B200 record yet)
 
 
@@ -185,18 +187,19 @@ def _linear(input, weight, bias, out):
 
 def _workspace(step, config, device, shape) -> tuple:
     """``(key, workspace)`` for a launch on the current stream: the stream's kept scratch for the
-    config (key None), or new scratch to keep under ``key`` once the launch is prepared. Under
-    CUDA-graph capture nothing is allocated: the capture stream's own scratch, else that of the first
-    stream that ran the config (key None), else a :class:`GemmInputError` asking for a warm-up."""
+    config (key None), or new scratch to keep under ``key`` once the launch has run. Under CUDA-graph
+    capture nothing is allocated: the capture stream's own scratch, else that of the first stream
+    that ran the config, else a :class:`GemmInputError` asking for a warm-up; either way the scratch
+    joins ``_in_graphs``, which :func:`clear_cache` does not free (the graph may replay)."""
+    capturing = torch.cuda.is_current_stream_capturing()
     # launches on one stream never overlap, so calls on it can share the step's scratch
     key = (step.key, config, device.index, torch.cuda.current_stream().cuda_stream)
     workspace = _workspaces.get(key)
-    if workspace is not None:
-        return None, workspace
-    if not torch.cuda.is_current_stream_capturing():
+    if workspace is None and not capturing:
         return key, run.allocate_workspace(step, config, device)
-    warm = next((w for kept, w in _workspaces.items() if kept[:3] == key[:3]), None)
-    if warm is None:
+    if workspace is None:
+        workspace = next((w for kept, w in _workspaces.items() if kept[:3] == key[:3]), None)
+    if workspace is None:
         m, n, k = shape
         raise GemmInputError(
             f"linear: called during CUDA-graph capture with a config that has not run yet on {device} ({step.key} for "
@@ -204,7 +207,9 @@ def _workspace(step, config, device, shape) -> tuple:
             "a graph cannot hold. Run the model once eagerly with the shapes you capture (a warm-up, as serving engines "
             "do before capturing), then capture."
         )
-    return None, warm
+    if capturing and all(w is not workspace for w in _in_graphs):
+        _in_graphs.append(workspace)
+    return None, workspace
 
 
 def _warn_without_b200_record(step) -> None:
@@ -238,9 +243,9 @@ def validate(input, weight, bias=None, *, out=None, device_type: str = "cuda") -
 
 
 def clear_cache() -> None:
-    """Free the scratch :func:`linear` keeps per (step, config, device, stream) and forget the step
-    and config it chose per shape; the next call allocates again (so a CUDA graph captured after
-    this needs a warm-up again)."""
+    """Free the scratch :func:`linear` keeps per (step, config, device, stream), except what a
+    captured CUDA graph launches with, and forget the step and config it chose per shape; the next
+    call allocates again (so a capture after this needs a warm-up again)."""
     _workspaces.clear()
     route.cache_clear()
 
