@@ -234,3 +234,18 @@ def test_an_mlp_block_under_torch_compile_fullgraph(m):
         second = compiled(x + 1)
     _agrees(first, mlp, x)
     _agrees(second, mlp, x + 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 16, 300])
+def test_an_mlp_block_under_torch_compile_reduce_overhead(m):
+    """torch.compile's CUDA graphs: its own warm-up runs linear eagerly, then it captures and replays."""
+    mlp, x = _block(m, 4000 + m)
+    torch._dynamo.reset()
+    inputs = [x + i for i in range(4)]
+    with torch.inference_mode(), lin.patch_linears(mlp):
+        compiled = torch.compile(mlp, mode="reduce-overhead", fullgraph=True)
+        outs = [compiled(xi).clone() for xi in inputs]  # a replay's output is overwritten by the next
+    assert lin._in_graphs, "the compiled block was captured with the kept scratch"
+    for out, xi in zip(outs, inputs):
+        _agrees(out, mlp, xi)
