@@ -85,7 +85,7 @@ def test_the_box_changes_by_itself_when_a_b200_record_lands(tmp_path):
     box = b200.first_screen(records, results_dir=str(tmp_path))
     assert "none has run" not in box
     assert "steps 2, 3 measured on a B200 (records of 2027-01-02)" in box
-    assert "steps 1, 4, 5, 6, 7, 8, 9, 10, 11 compiled and checked on the CPU, not yet run" in box
+    assert "steps 1, 4-11 compiled and checked on the CPU, not yet run" in box
     assert b200.has_b200_record(records=records) and b200.has_b200_record("sm100/2", records)
     assert not b200.has_b200_record("sm100/11", records)
     assert not b200.has_b200_record(records=[_h200("sm90/2"), dict(_b200("sm100/2"), gpu="Synthetic GPU")])
@@ -414,3 +414,14 @@ def test_the_cpu_commands_run(capsys, tmp_path):
     assert {"doctor", "diff"} <= ran
     capsys.readouterr()
 
+
+
+def test_the_hopper_line_names_steps_without_a_record():
+    from gemm_course import ladder
+
+    keys = [s.key for s in ladder.steps("sm90")]
+    every = b200.hopper_status([_h200(k) for k in keys])
+    assert every.startswith("every step run") and "NVIDIA H200" in every and "not yet" not in every
+    some = b200.hopper_status([_h200(k) for k in keys[:3]])
+    assert some.startswith("steps 1-3 run")
+    assert f"{b200._steps_text(keys[3:])} compiled and checked on the CPU, not yet measured" in some

@@ -382,8 +382,16 @@ def step_status(records=None, results_dir: Optional[str] = None) -> dict:
 
 
 def _steps_text(keys) -> str:
-    numbers = [str(_step_order(k)[1]) for k in sorted(keys, key=_step_order)]
-    return ("step " if len(numbers) == 1 else "steps ") + ", ".join(numbers)
+    """``["sm100/1", "sm100/4", "sm100/5", "sm100/6"]`` -> "steps 1, 4-6" (runs of three or more as ranges)."""
+    numbers = sorted(_step_order(k)[1] for k in keys)
+    runs = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    parts = [f"{r[0]}-{r[-1]}" if len(r) >= 3 else ", ".join(map(str, r)) for r in runs]
+    return ("step " if len(numbers) == 1 else "steps ") + ", ".join(parts)
 
 
 def blackwell_status(records=None, results_dir: Optional[str] = None) -> str:
@@ -393,7 +401,8 @@ def blackwell_status(records=None, results_dir: Optional[str] = None) -> str:
     by = {state: [k for k, (s, _) in status.items() if s == state] for state in ("measured", "failed", "compiled")}
     if not by["measured"] and not by["failed"]:
         return ("every step compiled and checked on the CPU (PTX, SASS, resources); **none has run on a B200 yet**: "
-                "no B200 record exists under `results/`, so their figures show the seed's quoted numbers, not measurements.")
+                "no B200 record exists under `results/`, so the Blackwell figures show the seed's quoted B200 numbers "
+                "instead of measurements.")
     parts = []
     if by["measured"]:
         dates = sorted(r.get("date", "")[:10] for r in measured_steps(records).values())
@@ -407,17 +416,26 @@ def blackwell_status(records=None, results_dir: Optional[str] = None) -> str:
 
 
 def hopper_status(records=None) -> str:
-    """One sentence: on which GPUs the Hopper steps were measured, and the newest record's date."""
+    """One sentence: which Hopper steps were run, checked and timed, on which GPUs, the newest record's
+    date, and which steps have no record yet."""
+    from . import ladder
     from .records import load_records
 
     records = load_records() if records is None else records
     hopper = [r for r in records if str(r.get("step", "")).startswith("sm90/") and r.get("kind", "bench") == "bench"]
     if not hopper:
         return "run and checked on an H100 or H200; no record of them exists yet under `results/`."
+    measured = {r["step"].split(":")[0] for r in hopper}
+    keys = [s.key for s in ladder.steps("sm90")]
+    missing = [k for k in keys if k not in measured]
+    which = "every step" if not missing else _steps_text([k for k in keys if k in measured])
     gpus = sorted({r.get("gpu") or "?" for r in hopper})
     newest = max(r.get("date", "") for r in hopper)[:10]
-    return (f"every step run, checked against a float32 reference and timed against cuBLAS on {' and '.join(gpus)} "
-            f"({len(hopper)} records, the newest of {newest}).")
+    text = (f"{which} run, checked against a float32 reference and timed against cuBLAS on {' and '.join(gpus)} "
+            f"({len(hopper)} records, the newest of {newest})")
+    if missing:
+        text += f"; {_steps_text(missing)} compiled and checked on the CPU, not yet measured"
+    return text + "."
 
 
 def first_screen(records=None, results_dir: Optional[str] = None) -> str:
@@ -426,7 +444,7 @@ def first_screen(records=None, results_dir: Optional[str] = None) -> str:
         ":::{admonition} What runs where, and where to start",
         ":class: important",
         f"- **Blackwell** (B200, `sm_100a`, the course's target): {blackwell_status(records, results_dir)}",
-        f"- **Hopper** (H100/H200, `sm_90a`, every step's twin): {hopper_status(records)}",
+        f"- **Hopper** (H100/H200, `sm_90a`): {hopper_status(records)}",
         "- **Without a GPU**: every chapter runs, compiles both ladders and shows the recorded measurements.",
         "",
         "**First**: [Setup](setup.md) says what to install and, on a rented B200, what to run in which order "
