@@ -195,6 +195,52 @@ def test_results_page_runs_without_records(tmp_path):
     assert "No records yet" in text
 
 
+def _run_page(name: str, **env) -> str:
+    """Execute book/NAME.md as the book does (its cells in a kernel, from book/), with ``env`` added;
+    its outputs as one JSON text."""
+    import nbclient
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    nb = read_myst_markdown_notebook((ROOT / "book" / f"{name}.md").read_text())
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+                                     resources={"metadata": {"path": str(ROOT / "book")}})
+    client.execute(env=dict(os.environ, **env))
+    return json.dumps([c.get("outputs", []) for c in nb.cells if c.cell_type == "code"])
+
+
+def test_the_intro_box_follows_the_records(tmp_path):
+    """The intro's first screen changes by itself when a B200 record lands (here: in a results folder
+    of the test's own, with one B200 record of step 2)."""
+    from synthetic import bench_record
+
+    from gemm_course import b200
+
+    assert "none has run on a B200 yet" in _run_page("intro", GEMM_COURSE_RESULTS=str(tmp_path))
+    folder = tmp_path / "nvidia-b200"
+    folder.mkdir()
+    record = bench_record("sm100/2", 300.0, 1500.0, "2027-01-02T00:00:00+00:00", gpu="NVIDIA B200")
+    (folder / "20270102T000000Z_ladder.json").write_text(json.dumps({"schema": 1, "records": [record]}))
+    shown = _run_page("intro", GEMM_COURSE_RESULTS=str(tmp_path))
+    assert "step 2 measured on a B200 (records of 2027-01-02)" in shown and "none has run" not in shown
+    assert b200.has_b200_record("sm100/2", [dict(record, _file="x")])
+
+
+def test_the_model_page_runs_here():
+    """book/linear.md on this machine: every refusal it lists says what to do; the plan for each
+    architecture; without a course GPU, linear's own refusal, with one, the block against F.linear."""
+    from gemm_course import chapter, ladder
+
+    shown = _run_page("linear")
+    assert shown.count("refused.") == 6 and "accepted, the GEMM 32x128x64" in shown
+    assert "torch.nn.functional.linear" in shown
+    for arch in ("sm100", "sm90"):
+        assert f"-> {arch}/" in shown and ladder.ARCH_NAMES[arch] in shown
+    if chapter.runnable_arch() is None:
+        assert "No course GPU here, so linear refuses" in shown
+    else:
+        assert "patch_linears (" in shown and "us per forward" in shown
+
+
 _EXTERNAL_REF = re.compile(
     r"<(?:script|link|img|iframe|source|video|audio|embed)\b[^>]*?\b(?:src|href)=\"((?:https?:)?//[^\"]+)\"", re.I
 )
@@ -678,6 +724,46 @@ def test_the_page_checks_catch_warnings_and_paths():
                  ".venv/bin/gemm-course doctor",
                  "see https://github.com/jakubcerveny/gilbert", "bar.sync 1/2"):
         assert not _MACHINE_PATH.search(fine) and not _WARNING.search(fine), fine
+
+
+# ---------------------------------------------------------------------------------------------
+# the intro's first screen: what runs where, and where to start (issues 33 and 42)
+# ---------------------------------------------------------------------------------------------
+
+_FIRST_BOX = r"""
+(() => {
+  const box = document.querySelector('main .admonition');
+  if (!box) { return null; }
+  const r = box.getBoundingClientRect();
+  const link = [...box.querySelectorAll('a')].map(a => a.getAttribute('href'));
+  return {top: r.top, bottom: r.bottom, height: window.innerHeight, text: box.innerText, links: link,
+          before: [...document.querySelectorAll('main h2')].filter(h => h.getBoundingClientRect().top < r.top).length};
+})()
+"""
+
+
+def test_the_intro_first_screen_says_what_runs_where(book, server, chromium):
+    """In the reader's 1280 x 900 window, the intro's first box, before any section, lies wholly on
+    the first screen and says what runs where (the records' status) and to start with Setup."""
+    from gemm_course import b200
+
+    target = chromium.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = chromium.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    try:
+        for domain in ("Page", "Runtime"):
+            chromium.send(f"{domain}.enable", session=session)
+        chromium.send("Page.navigate", {"url": f"{server}/book/intro.html"}, session)
+        chromium.wait_event("Page.loadEventFired", session, timeout=60)
+        box = chromium.evaluate(_FIRST_BOX, session)
+    finally:
+        chromium.send("Target.closeTarget", {"targetId": target})
+        chromium.events = [e for e in chromium.events if e["page"] != session]
+    assert box, "the intro shows no box"
+    assert box["before"] == 0 and 0 <= box["top"] and box["bottom"] <= box["height"], box
+    text = _normal(box["text"])
+    assert "Blackwell" in text and "Hopper" in text and "Setup" in text
+    assert ("none has run on a B200 yet" in text) == (not b200.has_b200_record()), text
+    assert any(href and href.split("#")[0].endswith("setup.html") for href in box["links"]), box["links"]
 
 
 # ---------------------------------------------------------------------------------------------
