@@ -16,6 +16,7 @@ import torch
 
 from gemm_course import arch, inspect, ladder, run, schedule
 from gemm_course.kernels.sm90 import step05_cluster_multicast as step05
+from gemm_course.kernels.sm90 import step11_beyond_the_seed as step11
 from gemm_course.kernels.sm90 import step12_swap_ab as step12
 from gemm_course.problem import GemmInputError, GemmProblem
 
@@ -161,3 +162,17 @@ def test_without_the_swap_it_is_step_11():
     fields = {f: getattr(config, f) for f in dataclasses.asdict(eleven.default)}
     reference = arch.compile_step(eleven, type(eleven.default)(**fields), target="sm_90a").ptx
     assert _without_names(twelve) == _without_names(reference)
+
+
+@pytest.mark.compile
+def test_the_finisher_waits_for_every_part_at_once():
+    """gather_parts: the flag spin sits behind a per-thread predicate (any consumer thread may wait on
+    one part), and the partial sums of up to GATHER parts are loaded per pass; off, step 11's loop."""
+    config = STEP.config_for(GemmProblem(16, 4096, 4096))
+    on = arch.compile_step(STEP, config, target="sm_90a").ptx
+    off = arch.compile_step(STEP, dataclasses.replace(config, gather_parts=False), target="sm_90a").ptx
+    assert on != off
+    assert inspect.ptx_count(on, "ld.acquire.gpu") >= 1 and inspect.ptx_count(off, "ld.acquire.gpu") >= 1
+    per_thread = config.tile_m * config.tile_n // step11.Gemm(config).consumer_threads  # fp32 values of a partial sum
+    assert inspect.ptx_count(off, "ld.global.b32") == per_thread  # one part per pass
+    assert inspect.ptx_count(on, "ld.global.b32") == step12.GATHER * per_thread  # GATHER parts per pass

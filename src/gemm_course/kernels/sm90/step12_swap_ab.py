@@ -17,6 +17,11 @@ Parent: step 11. Key differences (chapter 12):
   tiles for 132 SMs: step 11's stream-K schedule already splits a grid with fewer tiles than
   clusters along K, up to ``schedule.MAX_PARTS`` parts per tile, so each SM streams its K range
   of one tile. Clusters of one CTA: x is a few KiB per K tile, nothing worth multicasting.
+* *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
+  on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
+  sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
+  thread per part waits for its flag, all at once, and the finisher issues every part's loads
+  before it adds any (``gather_parts``; off, it is step 11's hand-over).
 * *Enough bytes in flight.* A stage holds (tile_m + tile_n) x 64 bf16, 18 KiB at 128 x 16: the
   stages that fit in shared memory (``config_for``: 12 at 128 x 16) keep ~200 KiB of W in flight
   per SM, far above Little's law's ~25 KiB (3.35 TB/s / 132 SMs x ~1 us of DRAM latency).
@@ -35,12 +40,14 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 
+from ... import hardware, watchdog
 from . import step11_beyond_the_seed as parent
-from .step04_tma_store import can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
-from .step05_cluster_multicast import SMEM_CAPACITY, smem_estimate
+from .step04_tma_store import EPI_BARRIER_ID, can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
+from .step05_cluster_multicast import SMEM_CAPACITY, WARPGROUP, smem_estimate
 
 SWAP_MAX_M = 256  # tokens up to which C^T = W x^T is computed (the tokens fit one wgmma N)
 MAX_STAGES = 16  # enough bytes in flight many times over; more only lengthens the pipeline's fill
+GATHER = 4  # parts whose partial sums are loaded before any is added (a tile has at most schedule.MAX_PARTS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +61,7 @@ class Config(parent.Config):
     cluster_m: int = 1
     cluster_n: int = 1
     gpc_order: bool = False  # every tile is a tail tile: no full wave to place
+    gather_parts: bool = True  # the finisher waits for all its parts at once, then loads them all
 
 
 def check_config(config: Config):
@@ -75,21 +83,20 @@ def check_config(config: Config):
     return True, ""
 
 
-def stages_that_fit(tile_m: int, tile_n: int, epi_n: int, epi_stages: int) -> int:
+def stages_for(tile_m: int, tile_n: int, epi_n: int, epi_stages: int) -> int:
     """Mainloop stages that fit in a CTA's shared memory beside the staging buffers (``smem_estimate``)."""
-    stage = (tile_m + tile_n) * 64 * 2
     fixed = smem_estimate(Config(tile_m=tile_m, tile_n=tile_n, epi_n=epi_n, epi_stages=epi_stages, stages=0))
-    return min(MAX_STAGES, (SMEM_CAPACITY - fixed) // stage)
+    return min(MAX_STAGES, hardware.stages_that_fit((tile_m + tile_n) * 64 * 2, fixed, SMEM_CAPACITY))
 
 
 def config_for(problem, config: Config = Config()) -> Config:
     """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens (tile_n: M rounded up to 16, with
-    the stages that fit), else step 11's choice with ``swap_ab`` off."""
+    the stages that fit), else step 11's choice with ``swap_ab`` and ``gather_parts`` off (step 11's kernel)."""
     if problem.m > SWAP_MAX_M:
-        return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, **_STEP11_FIELDS))
+        return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, **_STEP11_FIELDS))
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
-    stages = stages_that_fit(config.tile_m, tile_n, epi_n, 1)
+    stages = stages_for(config.tile_m, tile_n, epi_n, 1)
     return dataclasses.replace(config, tile_n=tile_n, epi_n=epi_n, epi_stages=1, stages=stages)
 
 
@@ -110,3 +117,30 @@ class Gemm(parent.Gemm):
         if cutlass.const_expr(self.config.swap_ab):
             mA, mB, mC = mB, mA, transposed(mC)  # C^T = W x^T: W fills wgmma's M, the tokens its N
         self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags, mPlaces, self.schedule_constants(mA, mC))
+
+    @cute.jit
+    def add_partials(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, first_piece, last_piece):
+        """The finisher: thread j of the consumers waits for part j's flag (acquire) and resets it, all
+        parts at once; after one barrier, each thread loads its values of up to ``GATHER`` parts
+        before it adds any. A missing part (fewer than GATHER) loads the first part's slot again and
+        adds zero, so no load waits on a branch."""
+        if cutlass.const_expr(not self.config.gather_parts):
+            parent.Gemm.add_partials(self, accumulators, mPartials, mFlags, first_piece, last_piece)
+        else:
+            tidx, _, _ = cute.arch.thread_idx()
+            waiter = tidx - WARPGROUP
+            if first_piece + waiter <= last_piece:
+                slot = self.partial_slot(first_piece + waiter)
+                flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
+                start = watchdog.clock()  # debug builds only: the spin is bounded
+                while flag == 0:
+                    watchdog.check(start, "the stream-K flag of a slot", slot)
+                    flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
+                cute.arch.store(mFlags.iterator + slot, cutlass.Int32(0))  # ready for the next launch
+            cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.consumer_threads)
+            for base in cutlass.range(first_piece, last_piece + 1, GATHER, unroll=1):
+                parts = [self.partial_view(mPartials, self.partial_slot(cutlass.select_(base + p <= last_piece, base + p, base)),
+                                           accumulators) for p in range(GATHER)]
+                for v in cutlass.range(cute.size(accumulators), unroll_full=True):
+                    values = [cutlass.select_(base + p <= last_piece, parts[p][v], cutlass.Float32(0.0)) for p in range(GATHER)]
+                    accumulators[v] = accumulators[v] + ((values[0] + values[1]) + (values[2] + values[3]))
