@@ -31,7 +31,7 @@ for changes in ({"tile_m": 64}, {"stream_k": False}, {"tile_m": 64, "stream_k": 
             print(changes, r); bad += not r.ok
 sys.exit(1 if bad else 0)
 EOF
-gpu_tests=$(ls tests/test_linear.py tests/test_problem.py tests/test_linear_graph.py 2>/dev/null)
+gpu_tests=$(ls tests/test_swap_ab.py tests/test_linear.py tests/test_problem.py tests/test_linear_graph.py 2>/dev/null)
 python3 -m pytest -q -m gpu $gpu_tests 2>&1 \
   | tee "$out/pytest_gpu.log" | tail -15 || status=1
 [ "$what" = quick ] && exit $status
@@ -46,6 +46,6 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
 if [ "$what" = variants ]; then
   python3 scripts/gpu_tune.py --rotate --rounds 6 --repeats 40 --out "$out" \
     --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 256x4096x4096 \
-    sm90/11 sm90/12 "sm90/12:tile_m=64" "sm90/12:stream_k=false" 2>&1 | tee "$out/tune_decode12.log" | tail -40 || status=1
+    sm90/11 sm90/12 "sm90/12:tile_m=64" "sm90/12:stream_k=false" "sm90/12:gather_parts=false" 2>&1 | tee "$out/tune_decode12.log" | tail -40 || status=1
 fi
 exit $status

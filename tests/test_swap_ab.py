@@ -176,3 +176,31 @@ def test_the_finisher_waits_for_every_part_at_once():
     per_thread = config.tile_m * config.tile_n // step11.Gemm(config).consumer_threads  # fp32 values of a partial sum
     assert inspect.ptx_count(off, "ld.global.b32") == per_thread  # one part per pass
     assert inspect.ptx_count(on, "ld.global.b32") == step12.GATHER * per_thread  # GATHER parts per pass
+
+
+# ---- on a Hopper GPU -------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(arch.machine().target != "sm_90a", reason="sm90/12 runs on Hopper")
+@pytest.mark.parametrize("gather", [True, False], ids=["gathered", "one_by_one"])
+def test_split_decode_tiles_are_correct_launch_after_launch(gather):
+    """Decode shapes whose few tiles are split along K over the GPU (classic runs; lockstep from 144 K
+    tiles on), launched three times on one workspace: each launch leaves every flag reset."""
+    from gemm_course.kernels.sm90.step08_persistent import max_clusters
+    from gemm_course.problem import make_inputs, reference, relative_error
+
+    for m, n, k in [(1, 4096, 4096), (16, 1024, 4096), (16, 4096, 14336), (100, 2048, 10000), (64, 512, 16384)]:
+        config = dataclasses.replace(STEP.config_for(GemmProblem(m, n, k)), gather_parts=gather)
+        tiles, k_tiles = -(-n // config.tile_m), -(-k // config.tile_k)
+        launched = schedule.grid_clusters(tiles, max_clusters(1), k_tiles)
+        assert schedule.split_tail(tiles, launched, k_tiles)[1] > 0, (m, n, k)  # the tiles are split
+        a, b, c = make_inputs(GemmProblem(m, n, k), "cuda", seed=m + n + k)
+        ref = reference(a, b)
+        launch = run.prepare(STEP, a, b, c, config)
+        for _ in range(3):
+            c.fill_(float("nan"))
+            launch()
+            torch.cuda.synchronize()
+            assert relative_error(c, ref) < run.TOLERANCE, (m, n, k)
+        assert int(launch.workspace[1].abs().sum()) == 0
