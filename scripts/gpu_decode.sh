@@ -27,7 +27,7 @@ if [ "$what" = variants ]; then
             "$final:tile_n=64,stages=8,epi_n=32,cluster_m=1,cluster_n=2"
             "$final:tile_m=64,tile_n=256,stages=5,epi_n=32,cluster_m=2,cluster_n=1")
   [ -d .cache/kernels/sm90_parts8 ] && variants+=("sm90_parts8@$final:tile_n=128,stages=6,epi_n=32,cluster_m=1,cluster_n=2")
-  python3 scripts/gpu_tune.py --rotate --rounds 6 --repeats 40 --out "$out" --shapes 128x4096x4096 128x14336x4096 \
-    128x4096x14336 128x8192x8192 256x4096x4096 256x8192x28672 64x6144x4096 "${variants[@]}" 2>&1 \
+  python3 scripts/gpu_tune.py --rotate --rounds 6 --repeats 40 --out "$out" "${variants[@]}" --shapes 128x4096x4096 \
+    128x14336x4096 128x4096x14336 128x8192x8192 256x4096x4096 256x8192x28672 64x6144x4096 2>&1 \
     | tee "$out/tune_decode.log" | tail -45
 fi

@@ -88,15 +88,16 @@ def main_clusters(tail_tiles, main_k, select: Callable = _select):
 MAX_PARTS = 4
 
 
-def grid_clusters(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min):
-    """Clusters to launch out of ``clusters``: when the tail is split, all of them (or MAX_PARTS per
-    tile when there are fewer tiles than that allows), so even a few tiles keep the SMs busy with
+def grid_clusters(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min,
+                  max_parts: int = MAX_PARTS):
+    """Clusters to launch out of ``clusters``: when the tail is split, all of them (or ``max_parts``
+    per tile when there are fewer tiles than that allows), so even a few tiles keep the SMs busy with
     their K loops shared; else no more than the tiles. With fewer tiles than clusters, a whole
     number of clusters per tile (every tile in equal parts, one hand-over per extra part) when that
     idles no more than 1 / IDLE_SHARE of them. The kernel's own ``split_tail`` on the launched
     count then makes the same choice."""
-    capped = minimum(clusters, MAX_PARTS * tiles)
-    even = tiles * minimum(clusters // tiles, MAX_PARTS)  # the same whole number of parts for every tile
+    capped = minimum(clusters, max_parts * tiles)
+    even = tiles * minimum(clusters // tiles, max_parts)  # the same whole number of parts for every tile
     capped = select(even * IDLE_SHARE >= capped * (IDLE_SHARE - 1), even, capped)
     _, tail_tiles, _, _, _ = split_tail(tiles, capped, k_tiles, enabled, select, minimum)
     return select(tail_tiles > 0, capped, minimum(tiles, clusters))

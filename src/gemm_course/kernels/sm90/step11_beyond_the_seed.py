@@ -95,6 +95,7 @@ class Gemm(parent.Gemm):
         super().__init__(config)
         # the producer runs at most `stages` K tiles ahead, so at most stages + 1 units' slots are live
         self.ring_depth = self.stages + 2
+        self.max_parts = schedule.MAX_PARTS  # clusters per tile when there are fewer tiles than clusters
 
     # ---- host side ----------------------------------------------------------------------------
 
@@ -142,7 +143,7 @@ class Gemm(parent.Gemm):
         clusters = cutlass.min(tiles, self.max_clusters)
         if self.config.stream_k:  # every cluster when the tail is split: even fewer tiles than clusters fill the GPU
             select, minimum, _ = schedule.operations(tiles, k_tiles)
-            clusters = schedule.grid_clusters(tiles, self.max_clusters, k_tiles, True, select, minimum)
+            clusters = schedule.grid_clusters(tiles, self.max_clusters, k_tiles, True, select, minimum, self.max_parts)
         return clusters
 
     def grid(self, mA: cute.Tensor, mC: cute.Tensor):

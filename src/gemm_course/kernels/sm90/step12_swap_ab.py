@@ -62,6 +62,7 @@ class Config(parent.Config):
     cluster_n: int = 1
     gpc_order: bool = False  # every tile is a tail tile: no full wave to place
     gather_parts: bool = True  # the finisher waits for all its parts at once, then loads them all
+    max_parts: int = 4  # clusters per tile when the tiles are fewer than the clusters (schedule.MAX_PARTS)
 
 
 def check_config(config: Config):
@@ -78,6 +79,8 @@ def check_config(config: Config):
         return ok, why
     if config.stages < 1:
         return False, "stages must be at least 1"
+    if not 1 <= config.max_parts <= 32:
+        return False, "max_parts must be from 1 to 32"
     if smem_estimate(config) > SMEM_CAPACITY:
         return False, f"needs {smem_estimate(config)} B of shared memory, more than the {SMEM_CAPACITY} B a CTA can have"
     return True, ""
@@ -111,6 +114,10 @@ def transposed(t: cute.Tensor) -> cute.Tensor:
 
 
 class Gemm(parent.Gemm):
+    def __init__(self, config: Config):
+        super().__init__(config)
+        self.max_parts = config.max_parts
+
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, mPartials: cute.Tensor, mFlags: cute.Tensor,
                  mPlaces: cute.Tensor):
