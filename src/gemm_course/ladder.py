@@ -489,6 +489,23 @@ _SM100_STEPS = [
         ptx_markers=_BLACKWELL_SK,
         knobs=(("stream_k", (False, True)), ("cluster_m", (2, 4))),
     ),
+    Step(
+        12,
+        "sm100",
+        f"{_K}.sm100.step12_swap_ab",
+        "The memory roofline: swap A and B for decode-sized GEMMs",
+        "with few tokens (M <= 256) the kernel computes C^T = W x^T on single-CTA tiles: W's rows fill "
+        "tcgen05's M (64 or 128), the tokens sit in its N (16 to 256), C is written transposed "
+        "(stmatrix.trans or 16-bit st.shared), and the stream-K tail spreads W's K loop over every SM; "
+        "larger M runs step 11's choice",
+        _ANY_MN,
+        (_MMA, _TMA, _TMEM, _BAR, _SMEM),
+        ptx_markers=_BLACKWELL + ("tcgen05.commit.cta_group::1", "cp.async.bulk.tensor.2d.global.shared::cta",
+                                  "clusterlaunchcontrol.try_cancel", "clusterlaunchcontrol.query_cancel",
+                                  "atom.global.acq_rel.add", "ld.acquire.gpu", "st.release.gpu", "tcgen05.st"),
+        knobs=(("tile_m", (64, 128)), ("tile_n", (16, 32)), ("stream_k", (False, True))),
+        roofline="memory",
+    ),
 ]
 
 

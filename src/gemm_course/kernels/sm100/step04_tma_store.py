@@ -86,15 +86,22 @@ class Gemm(parent.Gemm):
         return tcgen05.Ld32x32bOp(tcgen05.Repetition(self.config.epi_n))
 
     def smem_store_atom(self):
-        """stmatrix where the TMEM load's fragment is an mma fragment (16x256b), else st.shared."""
+        """stmatrix where the TMEM load's fragment is an mma fragment (16x256b), else st.shared.
+
+        Both follow C's layout (``make_epilogue_operands``). C row-major: stmatrix as is, and each
+        thread's row of epi_n values in 128-bit stores. C M-major (Blackwell step 12 writes C^T): the
+        staging buffer is M-major too, so stmatrix transposes its 8 x 8 matrices, and a thread's row
+        is no longer contiguous: 16-bit stores, one value each, consecutive threads (rows) at
+        consecutive addresses."""
+        m_major = self.c_layout.is_m_major_c()
         if self.accumulator_rows() == 64:
-            return cute.make_copy_atom(warp.StMatrix8x8x16bOp(transpose=False, num_matrices=4), C_DTYPE)
-        return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=128)
+            return cute.make_copy_atom(warp.StMatrix8x8x16bOp(transpose=m_major, num_matrices=4), C_DTYPE)
+        return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), C_DTYPE, num_bits_per_copy=16 if m_major else 128)
 
     def make_epilogue_operands(self, mC: cute.Tensor):
         """The staging layout in shared memory, (tile_m, epi_n, epi_stages), and the TMA store atom."""
-        c_layout = tensor_utils.LayoutEnum.from_tensor(mC)
-        epi_smem_layout = sm100_utils.make_smem_layout_epi(C_DTYPE, c_layout, self.epi_tile(), self.config.epi_stages)
+        self.c_layout = tensor_utils.LayoutEnum.from_tensor(mC)  # the epilogue's store atom follows it
+        epi_smem_layout = sm100_utils.make_smem_layout_epi(C_DTYPE, self.c_layout, self.epi_tile(), self.config.epi_stages)
         tma_atom_c, tma_tensor_c = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileS2GOp(), mC, cute.slice_(epi_smem_layout, (None, None, 0)), self.epi_tile()
         )
