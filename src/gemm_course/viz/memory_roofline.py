@@ -1,0 +1,299 @@
+"""The figures of chapter 12, the memory roofline: decode-sized GEMMs, bound by the bytes of W.
+
+* :func:`ridge_points`, :func:`littles_law_bytes`: a card's two ridge points (datasheet and
+  measured) and the bytes an SM must keep in flight, from :mod:`gemm_course.hardware`;
+* :func:`rooflines`: the rooflines of several cards on one log-log plot, both ceilings each (the
+  datasheet's, and the workplace's measured copy bandwidth and product rate where taken), with
+  decode shapes placed on them at their arithmetic intensity;
+* :func:`decode_runs`, :func:`graph_runs`: the records of the step-12 decode run
+  (``scripts/gpu_decode12.sh``: bench records tagged ``decode12``, ``--rotate``) and of the CUDA-graph
+  timings (``scripts/gpu_decode_graph.py``, kind ``decode_graph``), newest run;
+* :func:`decode_bandwidth`, :func:`graph_times`, :func:`decode_table`: those records drawn and
+  tabulated, each saying "no record yet" until the run exists.
+
+Named ``memory_roofline``, not ``roofline``: :func:`gemm_course.viz.roofline` is the compute
+roofline's figure, and a submodule of that name would replace it on the package once imported.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .. import hardware
+from ..problem import GemmProblem
+from ..records import geomean, provenance, shape_of
+from ._style import CTA_COLORS, CUBLAS, MEASURED, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
+
+# A model's assumption, not a measurement: the time from a load's issue to its data in shared
+# memory when HBM streams at full rate, of the order of a microsecond on Hopper and Blackwell
+# (the figure step 12's docstrings and decode_rule use for Little's law).
+DRAM_LATENCY_US = 1.0
+
+DECODE12_TAG = "_decode12.json"  # scripts/gpu_decode12.sh: bench --tag decode12
+DECODE12_STEPS = ("sm90/12", "sm90/11")
+GRAPH_KIND = "decode_graph"  # scripts/gpu_decode_graph.py
+STEP_COLORS = {"sm90/12": MEASURED, "sm90/11": CTA_COLORS[1], "cuBLAS": CUBLAS}
+
+
+# ---------------------------------------------------------------------------------------------
+# the model: ridges and bytes in flight
+# ---------------------------------------------------------------------------------------------
+
+
+def ridge_points(card: hardware.Card) -> dict:
+    """FLOP per byte where ``card``'s two roofs meet: ``"datasheet"`` (dense BF16 peak over HBM
+    bandwidth, quoted) and ``"measured"`` (this workplace's 8192^3 product rate over its copy
+    bandwidth; ``None`` where the card was not measured)."""
+    measured = None
+    if card.measured_bf16_tflops and card.measured_copy_tb_s:
+        measured = card.measured_bf16_tflops / card.measured_copy_tb_s
+    return {"datasheet": card.bf16_dense_tflops / card.hbm_tb_s, "measured": measured}
+
+
+def littles_law_bytes(card: hardware.Card, latency_us: float = DRAM_LATENCY_US, measured: bool = True) -> float:
+    """Bytes each SM must have requested and not yet received to stream at the card's bandwidth:
+    bandwidth per SM x latency (Little's law). ``measured``: the copy bandwidth where taken, else
+    the datasheet's."""
+    tb_s = (card.measured_copy_tb_s if measured else None) or card.hbm_tb_s
+    return tb_s * 1e12 / card.sms * latency_us * 1e-6
+
+
+def attainable_tflops(intensity: float, peak_tflops: float, tb_s: float) -> float:
+    """The roofline: min(peak, intensity x bandwidth)."""
+    return min(peak_tflops, intensity * tb_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# the rooflines
+# ---------------------------------------------------------------------------------------------
+
+_CARD_COLORS = (CTA_COLORS[0], CTA_COLORS[1], CTA_COLORS[2], CTA_COLORS[3])
+_MARKERS = "osD^v<>ph*"
+
+
+def rooflines(shapes: Sequence[tuple], cards: Sequence[hardware.Card] = (hardware.B200, hardware.H100_SXM, hardware.H200),
+              title: str = "The memory roofline: decode-sized GEMMs on three cards") -> Figure:
+    """Attainable TFLOP/s against FLOP per byte, log-log, for each card: the datasheet roof (solid)
+    and, where the workplace measured the card, the measured roof (dashed), each ridge point marked.
+    ``shapes``: ``[(label, GemmProblem), ...]`` placed at their arithmetic intensity
+    (``problem.arithmetic_intensity``: A, B and C each moved once) on every card's datasheet roof."""
+    shapes = list(shapes)
+    ridges = {c.name: ridge_points(c) for c in cards}
+    intensities = [p.arithmetic_intensity for _, p in shapes]
+    all_x = intensities + [r for v in ridges.values() for r in v.values() if r]
+    lo = 10 ** math.floor(math.log10(min(all_x) / 2))
+    hi = 10 ** math.ceil(math.log10(max(all_x) * 3))
+    x = np.logspace(math.log10(lo), math.log10(hi), 400)
+    legend_rows = 2 * len(cards) + len(shapes)
+    fig = new_figure(PAGE_WIDTH, 4.6 + 0.21 * legend_rows)
+    ax = fig.add_subplot()
+    for i, card in enumerate(cards):
+        color = _CARD_COLORS[i % len(_CARD_COLORS)]
+        r = ridges[card.name]
+        ax.loglog(x, np.minimum(card.bf16_dense_tflops, x * card.hbm_tb_s), color=color, linewidth=2,
+                  label=f"{card.name}, datasheet: {card.hbm_tb_s:g} TB/s, {card.bf16_dense_tflops:g} TFLOP/s; "
+                        f"ridge {r['datasheet']:.0f} FLOP/B")
+        ax.plot([r["datasheet"]], [card.bf16_dense_tflops], "o", color=color, markersize=7)
+        if r["measured"]:
+            ax.plot(x, np.minimum(card.measured_bf16_tflops, x * card.measured_copy_tb_s), color=color,
+                    linestyle="--", linewidth=1.4,
+                    label=f"{card.name}, measured: copy {card.measured_copy_tb_s:g} TB/s, product "
+                          f"{card.measured_bf16_tflops:g} TFLOP/s; ridge {r['measured']:.0f} FLOP/B")
+            ax.plot([r["measured"]], [card.measured_bf16_tflops], "o", color=color, markersize=7, fillstyle="none")
+        else:
+            ax.plot([], [], color=color, linestyle="--", linewidth=1.4, label=f"{card.name}, measured: not yet")
+    for j, (label, problem) in enumerate(shapes):
+        ai = problem.arithmetic_intensity
+        marker = _MARKERS[j % len(_MARKERS)]
+        ys = [attainable_tflops(ai, c.bf16_dense_tflops, c.hbm_tb_s) for c in cards]
+        ax.plot([ai] * len(cards), ys, marker, color="black", markersize=7, fillstyle="none", linestyle="none",
+                label=f"{label}: {ai:.1f} FLOP/B")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity: FLOP per byte moved (A, B, C once)")
+    ax.set_ylabel("attainable TFLOP/s")
+    ax.grid(True, which="major", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
+    cards_text = "; ".join(f"{c.name}: {c.datasheet}" + (f", measured: {c.measured}" if c.measured else ", not measured here")
+                           for c in cards)
+    return set_caption(fig, "Each roof is min(peak, intensity x bandwidth); a filled dot marks a datasheet ridge, a "
+                            "hollow one a measured ridge. The shapes sit on each card's datasheet roof: the most "
+                            f"their bytes allow. A model from quoted and measured ceilings, not a timing. {cards_text}.",
+                       alt="Log-log roofline plot")
+
+
+# ---------------------------------------------------------------------------------------------
+# the records
+# ---------------------------------------------------------------------------------------------
+
+
+def _newest_file(records: Sequence[dict]) -> list:
+    if not records:
+        return []
+    newest = max(records, key=lambda r: (r.get("date", ""), r.get("_file", "")))["_file"]
+    return [r for r in records if r.get("_file") == newest]
+
+
+def decode_runs(records: Sequence[dict], steps: Sequence[str] = DECODE12_STEPS) -> list:
+    """The newest step-12 decode run (``scripts/gpu_decode12.sh``): bench records of ``steps``
+    from results files tagged ``decode12``, operands rotated out of L2, each with its
+    ``bandwidth``; empty when no such run is recorded."""
+    found = [r for r in records if r.get("step") in steps and r.get("_file", "").endswith(DECODE12_TAG)
+             and r.get("rotation") and r.get("bandwidth")]
+    return sorted(_newest_file(found), key=lambda r: (shape_of(r), steps.index(r["step"])))
+
+
+def graph_runs(records: Sequence[dict]) -> list:
+    """The newest run of ``scripts/gpu_decode_graph.py`` (kind ``decode_graph``: a step and cuBLAS,
+    each as launches captured in one CUDA graph); empty when none is recorded."""
+    found = [r for r in records if r.get("kind") == GRAPH_KIND]
+    return sorted(_newest_file(found), key=lambda r: (shape_of(r), r["step"]))
+
+
+def _copy(runs: Sequence[dict]) -> Optional[float]:
+    copies = [r["bandwidth"].get("copy_tb_s") for r in runs if r["bandwidth"].get("copy_tb_s")]
+    return statistics.median(copies) if copies else None
+
+
+def decode_bandwidth(records: Sequence[dict], title: str = "Decode-sized GEMMs: bytes over time, per M") -> Figure:
+    """Bytes over time (the fewest bytes, A, B and C once, over the median time) of every shape of
+    the newest decode run (:func:`decode_runs`), per M: ``sm90/12``, ``sm90/11`` and cuBLAS timed in
+    the same rounds, each shape a dot and each provider's median over the shapes a line, against the
+    copy bandwidth the run measured and the datasheet's HBM bandwidth."""
+    runs = decode_runs(records)
+    if not runs:
+        return message_figure("No record yet: scripts/gpu_decode12.sh on a Hopper GPU writes them (tag decode12).",
+                              "Step 12 against step 11 and cuBLAS, bytes over time: not measured yet.")
+    ms = sorted({shape_of(r)[0] for r in runs})
+    series = {"sm90/12": {}, "sm90/11": {}, "cuBLAS": {}}
+    for r in runs:
+        m = shape_of(r)[0]
+        series[r["step"]].setdefault(m, []).append(r["bandwidth"]["tb_s"])
+        if r["step"] == "sm90/12" or not any(o["step"] == "sm90/12" and shape_of(o) == shape_of(r) for o in runs):
+            series["cuBLAS"].setdefault(m, []).append(r["bandwidth"]["cublas_tb_s"])
+    fig = new_figure(PAGE_WIDTH, 4.6)
+    ax = fig.add_subplot()
+    pos = {m: i for i, m in enumerate(ms)}
+    for k, (name, values) in enumerate(series.items()):
+        if not values:
+            continue
+        offset = (k - 1) * 0.18
+        xs = [pos[m] + offset for m in ms if m in values for _ in values[m]]
+        ys = [v for m in ms if m in values for v in values[m]]
+        ax.plot(xs, ys, ".", color=STEP_COLORS[name], alpha=0.55, markersize=6)
+        ax.plot([pos[m] + offset for m in ms if m in values], [statistics.median(values[m]) for m in ms if m in values],
+                "-o", color=STEP_COLORS[name], markersize=5, linewidth=1.6,
+                label=f"{name} (median over shapes)" if name != "cuBLAS" else "cuBLAS, same rounds (median)")
+    sheet = runs[0]["bandwidth"].get("datasheet_tb_s")
+    copy = _copy(runs)
+    if copy:
+        ax.axhline(copy, color="grey", linestyle="--", linewidth=1.3, label=f"copy, measured in the run: {copy:.2f} TB/s")
+    if sheet:
+        ax.axhline(sheet, color="black", linewidth=1.2, label=f"datasheet HBM: {sheet:g} TB/s")
+    ax.set_xticks(range(len(ms)), [str(m) for m in ms], fontsize=TEXT_PT)
+    ax.set_xlabel("M (tokens)")
+    ax.set_ylabel("TB/s: 2(MK + NK + MN) B / median time")
+    ax.set_ylim(0, max([sheet or 0, copy or 0] + [v for s in series.values() for vs in s.values() for v in vs]) * 1.08)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2, frameon=False)
+    nks = sorted({shape_of(r)[1:] for r in runs})
+    return set_caption(fig, f"{len(nks)} weight shapes (N x K: {', '.join(f'{n}x{k}' for n, k in nks)}) at each M; "
+                            f"{provenance(runs[0])}; operands in turn over {runs[0]['rotation'].get('sets', '?')} sets, "
+                            "so every launch reads DRAM.", alt="Dot and line plot of achieved bandwidth per M")
+
+
+def graph_times(records: Sequence[dict], title: str = "Inside a CUDA graph: microseconds per GEMM") -> Figure:
+    """The newest CUDA-graph run (:func:`graph_runs`): per shape, each step's time per GEMM and
+    cuBLAS's, timed in the same rounds, each bar labelled with its share of the run's copy bandwidth."""
+    runs = graph_runs(records)
+    if not runs:
+        return message_figure("No record yet: scripts/gpu_decode_graph.py on a Hopper GPU writes them (kind decode_graph).",
+                              "Decode-sized GEMMs inside CUDA graphs: not measured yet.")
+    shapes = sorted({shape_of(r) for r in runs})
+    steps = sorted({r["step"] for r in runs}, key=lambda s: (s not in DECODE12_STEPS, DECODE12_STEPS.index(s)
+                                                              if s in DECODE12_STEPS else 0, s))
+    rows = []  # (label of the shape or "", provider, us, fraction of copy)
+    for shape in shapes:
+        here = {r["step"]: r for r in runs if shape_of(r) == shape}
+        for step in steps:
+            if step in here:
+                b = here[step]["bandwidth"]
+                rows.append((shape, step, here[step]["step_ms"] * 1e3, b.get("fraction_of_copy")))
+        first = here[next(s for s in steps if s in here)]
+        rows.append((shape, "cuBLAS", first["cublas_ms"] * 1e3, first["bandwidth"].get("cublas_fraction_of_copy")))
+    height = 1.4 + 0.26 * len(rows)
+    fig = new_figure(PAGE_WIDTH, height)
+    ax = fig.add_subplot()
+    y = np.arange(len(rows))
+    colors = [STEP_COLORS.get(p, CTA_COLORS[4]) for _, p, _, _ in rows]
+    bars = ax.barh(y, [us for _, _, us, _ in rows], 0.8, color=colors)
+    ax.bar_label(bars, labels=[f"{f:.0%} of copy" if f else "" for _, _, _, f in rows], fontsize=TEXT_PT, padding=3)
+    ax.set_yticks(y, [f"{'x'.join(map(str, s))} {p}" for s, p, _, _ in rows], fontsize=TEXT_PT)
+    ax.invert_yaxis()
+    ax.margins(x=0.25)
+    ax.set_xlabel("microseconds per GEMM (median over rounds)")
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(handles=[Line2D([], [], color=STEP_COLORS.get(p, CTA_COLORS[4]), linewidth=6, label=p)
+                       for p in [*steps, "cuBLAS"]],
+              fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.9 / height), ncol=3, frameon=False)
+    r = runs[0]
+    p = r.get("protocol", {})
+    return set_caption(fig, f"measured on {r.get('gpu')}, {r.get('date', '')[:10]}, torch {r.get('torch')} (cuBLAS), "
+                            f"cutlass-dsl {r.get('cutlass_dsl')} ({r.get('_file', '')}); {p.get('launches_per_graph')} "
+                            f"launches per graph over {p.get('sets')} operand sets, {p.get('replays')} replays, "
+                            f"median of {p.get('rounds')} rounds; copy bandwidth measured in the same run.",
+                       alt="Horizontal bar chart of microseconds per GEMM inside a CUDA graph")
+
+
+def decode_table(records: Sequence[dict]) -> str:
+    """A Markdown table of the newest decode run per M: for ``sm90/12`` and ``sm90/11``, the
+    geometric mean of the ratio to cuBLAS (its own rounds), the lowest, and the median share of the
+    run's copy bandwidth; a sentence when there is no run."""
+    runs = decode_runs(records)
+    if not runs:
+        return "No record yet of step 12's decode run (`scripts/gpu_decode12.sh OUT` on a Hopper GPU, tag decode12)."
+    rows = ["| M | shapes | step | geomean of cuBLAS / step time | lowest | median share of copy bandwidth | cuBLAS's |",
+            "|---:|---:|---|---:|---:|---:|---:|"]
+    for m in sorted({shape_of(r)[0] for r in runs}):
+        for step in DECODE12_STEPS:
+            these = [r for r in runs if r["step"] == step and shape_of(r)[0] == m]
+            if not these:
+                continue
+            ratios = [r["ratio_to_cublas"] for r in these]
+            share = [r["bandwidth"]["fraction_of_copy"] for r in these if r["bandwidth"].get("fraction_of_copy")]
+            theirs = [r["bandwidth"]["cublas_fraction_of_copy"] for r in these if r["bandwidth"].get("cublas_fraction_of_copy")]
+            rows.append(f"| {m} | {len(these)} | {step} | {geomean(ratios):.3f} | {min(ratios):.3f} | "
+                        f"{statistics.median(share):.0%} | {statistics.median(theirs):.0%} |" if share and theirs else
+                        f"| {m} | {len(these)} | {step} | {geomean(ratios):.3f} | {min(ratios):.3f} | - | - |")
+    return "\n".join(rows) + f"\n\n{provenance(runs[0])}."
+
+
+def headline(records: Sequence[dict]) -> Optional[dict]:
+    """The chapter's headline from the newest decode run: for ``sm90/12``, the geometric mean of its
+    ratio to cuBLAS and of its speed-up over ``sm90/11`` (same shapes, same run), and the median
+    share of the copy bandwidth at M <= 64; None without a run."""
+    runs = decode_runs(records)
+    twelve = {shape_of(r): r for r in runs if r["step"] == "sm90/12"}
+    eleven = {shape_of(r): r for r in runs if r["step"] == "sm90/11"}
+    if not twelve:
+        return None
+    both = [s for s in twelve if s in eleven]
+    small = [r["bandwidth"]["fraction_of_copy"] for s, r in twelve.items()
+             if s[0] <= 64 and r["bandwidth"].get("fraction_of_copy")]
+    speedup = geomean(eleven[s]["time_ms"]["median"] / twelve[s]["time_ms"]["median"] for s in both) if both else None
+    return {"shapes": len(twelve), "gpu": runs[0].get("gpu"), "file": runs[0].get("_file"),
+            "to_cublas": geomean(r["ratio_to_cublas"] for r in twelve.values()),
+            "over_step11": speedup,
+            "copy_share_small_m": statistics.median(small) if small else None}
+
+
+def problems(ms: Iterable[int], n: int, k: int) -> list:
+    """``[(label, GemmProblem(m, n, k))]`` for each M: the decode shapes a figure places."""
+    return [(f"M = {m}, {n} x {k}", GemmProblem(m, n, k)) for m in ms]

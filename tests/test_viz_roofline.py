@@ -1,0 +1,141 @@
+"""Chapter 12's figures (``gemm_course.viz.memory_roofline``): the rooflines from the hardware
+table, and the decode run's figures, drawn from synthetic records (never under results/) and
+saying "no record yet" without them. Each figure also passes test_viz's legibility check."""
+
+from __future__ import annotations
+
+import pytest
+import test_viz
+from synthetic import decode_record
+
+from gemm_course import hardware
+from gemm_course import records as rec
+from gemm_course.problem import GemmProblem
+from gemm_course.viz import memory_roofline as mr
+
+pytestmark = pytest.mark.fast
+
+GPU = "NVIDIA H100 80GB HBM3"
+MS = (1, 16, 64, 128, 256)
+NKS = ((4096, 4096), (14336, 4096))
+
+
+def _bench(step, shape, step_ms, cublas_ms, name="20261207T010000Z_decode12.json"):
+    r = decode_record(shape, step_ms, cublas_ms, "2026-12-07T01:00:00", name=name, gpu=GPU, copy=3.0)
+    return dict(r, step=step, kind="bench", ratio_to_cublas=cublas_ms / step_ms, time_ms={"median": step_ms})
+
+
+def decode12_records(name="20261207T010000Z_decode12.json"):
+    out = []
+    for m in MS:
+        for n, k in NKS:
+            floor_ms = GemmProblem(m, n, k).min_bytes / 3.0e12 * 1e3  # at the copy bandwidth
+            out.append(_bench("sm90/12", (m, n, k), floor_ms / 0.88, floor_ms / 0.8, name))
+            out.append(_bench("sm90/11", (m, n, k), floor_ms / 0.6, floor_ms / 0.8, name))
+    return out
+
+
+def graph_records():
+    out = []
+    for m, (n, k) in [(1, (4096, 4096)), (16, (4096, 4096)), (128, (14336, 4096))]:
+        problem = GemmProblem(m, n, k)
+        floor_ms = problem.min_bytes / 3.0e12 * 1e3
+        for step, share in (("sm90/12", 0.9), ("sm90/11", 0.6)):
+            from gemm_course import bench
+
+            out.append({"kind": "decode_graph", "step": step, "shape": {"m": m, "n": n, "k": k}, "gpu": GPU,
+                        "date": "2026-12-07T02:00:00", "torch": "2.11", "cutlass_dsl": "4.8.1",
+                        "_file": "results/x/20261207T020000Z_decode_graph.json",
+                        "step_ms": floor_ms / share, "cublas_ms": floor_ms / 0.8, "ratio": 0.8 / share,
+                        "bandwidth": bench.bandwidth_fields(problem, floor_ms / share, floor_ms / 0.8, GPU, 3.0),
+                        "protocol": {"sets": 3, "launches_per_graph": 200, "replays": 5, "rounds": 5}})
+    return out
+
+
+def _texts(fig):
+    return " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_ridges_and_littles_law_come_from_the_hardware_table():
+    for card in hardware.CARDS.values():
+        r = mr.ridge_points(card)
+        assert r["datasheet"] == pytest.approx(card.bf16_dense_tflops / card.hbm_tb_s)
+        if card.measured_copy_tb_s:
+            assert r["measured"] == pytest.approx(card.measured_bf16_tflops / card.measured_copy_tb_s)
+        else:
+            assert r["measured"] is None
+    h100 = hardware.H100_SXM
+    assert mr.littles_law_bytes(h100, 1.0) == pytest.approx(h100.measured_copy_tb_s * 1e12 / h100.sms * 1e-6)
+    assert mr.littles_law_bytes(hardware.B200, 2.0) == pytest.approx(2 * hardware.B200.hbm_tb_s * 1e12 / hardware.B200.sms * 1e-6)
+    # a decode GEMM is about M FLOP per byte: under every ridge for M <= 128
+    for m in (1, 16, 128):
+        ai = GemmProblem(m, 4096, 4096).arithmetic_intensity
+        assert ai < m + 1 and all(ai < mr.ridge_points(c)["datasheet"] for c in hardware.CARDS.values())
+
+
+def test_rooflines_draw_both_roofs_where_measured():
+    fig = mr.rooflines(mr.problems(MS, 4096, 4096))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("B200, measured: not yet" in t for t in labels)
+    for card in (hardware.H100_SXM, hardware.H200):
+        assert any(t.startswith(f"{card.name}, measured: copy {card.measured_copy_tb_s:g}") for t in labels)
+    assert sum("FLOP/B" in t and t.startswith("M = ") for t in labels) == len(MS)
+    assert fig.axes[0].get_xscale() == "log" and "not a timing" in fig.caption
+
+
+def test_without_records_every_figure_says_so(tmp_path):
+    empty = rec.load_records(str(tmp_path / "results"), kind=None)
+    assert mr.decode_runs(empty) == [] and mr.graph_runs(empty) == [] and mr.headline(empty) is None
+    assert "No record yet" in _texts(mr.decode_bandwidth(empty))
+    assert "No record yet" in _texts(mr.graph_times(empty))
+    assert mr.decode_table(empty).startswith("No record yet")
+    # the committed results hold no step-12 run yet: the chapter shows the same messages
+    assert "No record yet" in _texts(mr.decode_bandwidth(rec.load_records(kind=None))) or mr.decode_runs(rec.load_records())
+
+
+def test_decode_runs_keep_the_newest_decode12_file_only():
+    old = decode12_records("20261201T000000Z_decode12.json")
+    new = decode12_records()
+    other = [dict(r, _file="20261207T030000Z_decode.json") for r in new]  # step 11's older decode class
+    found = mr.decode_runs(old + new + other)
+    assert len(found) == len(new) and {r["_file"] for r in found} == {"20261207T010000Z_decode12.json"}
+
+
+def test_decode_figure_and_table_from_records():
+    records = decode12_records()
+    fig = mr.decode_bandwidth(records)
+    lines = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "-" and len(ln.get_xdata()) == len(MS)]
+    medians = {ln.get_label(): list(ln.get_ydata()) for ln in lines}
+    twelve = medians["sm90/12 (median over shapes)"]
+    assert twelve == pytest.approx([0.88 * 3.0] * len(MS))  # the synthetic step 12 at 88% of the copy bandwidth
+    assert medians["cuBLAS, same rounds (median)"] == pytest.approx([0.8 * 3.0] * len(MS))
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "copy, measured in the run: 3.00 TB/s" in legend and "datasheet HBM: 3.35 TB/s" in legend
+    assert GPU in fig.caption and "decode12" in fig.caption
+    table = mr.decode_table(records)
+    assert table.count("| sm90/12 |") == len(MS) and "88%" in table and "80%" in table
+    h = mr.headline(records)
+    assert h["to_cublas"] == pytest.approx(0.88 / 0.8) and h["over_step11"] == pytest.approx(0.88 / 0.6)
+    assert h["copy_share_small_m"] == pytest.approx(0.88) and h["shapes"] == len(MS) * len(NKS)
+
+
+def test_graph_figure_from_records():
+    fig = mr.graph_times(graph_records())
+    bars = [p.get_width() for p in fig.axes[0].patches]
+    assert len(bars) == 3 * 3  # three shapes: step 12, step 11, cuBLAS
+    assert "90% of copy" in _texts(fig) and "200 launches per graph" in fig.caption
+
+
+CASES = {
+    "rooflines": lambda tmp_path: mr.rooflines(mr.problems(MS, 4096, 4096)),
+    "decode_bandwidth": lambda tmp_path: mr.decode_bandwidth(decode12_records()),
+    "decode_bandwidth_empty": lambda tmp_path: mr.decode_bandwidth([]),
+    "graph_times": lambda tmp_path: mr.graph_times(graph_records()),
+    "graph_times_empty": lambda tmp_path: mr.graph_times([]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_figure_is_legible(name, tmp_path, monkeypatch):
+    monkeypatch.setitem(test_viz.CASES, name, (None, "fast", CASES[name]))
+    test_viz.test_figure_is_legible_at_page_width(name, tmp_path)
