@@ -196,7 +196,9 @@ def test_each_stage_expects_its_two_boxes(compiled):
 def test_the_epilogue_writes_c_transposed(compiled):
     """M-major staging: after 16x256b loads (64 rows) one stmatrix.x4.trans per 16 tokens and no
     untransposed stmatrix; after 32x32b loads (128 rows) one 16-bit st.shared per token and no vector
-    store; the TMA store writes the staged sub-tiles to C^T."""
+    store. The TMA store writes each staged sub-tile to C^T in boxes of 64 rows of W (one 128-byte
+    swizzle row of the M-major buffer): two per sub-tile with 128 rows, where step 11's row-major
+    sub-tiles take one."""
     ptx, config = compiled.ptx, compiled.config
     stores = set(re.findall(r"^\s*(?:@%?!?\w+\s+)?(st\.shared\S*|stmatrix\S*)", ptx, flags=re.M))
     if config.tile_m == 64:
@@ -208,7 +210,8 @@ def test_the_epilogue_writes_c_transposed(compiled):
         assert inspect.ptx_count(ptx, f"tcgen05.ld.sync.aligned.32x32b.x{config.epi_n}") >= 1
         assert inspect.ptx_count(ptx, "st.shared.b16") == config.tile_n
         assert not {s for s in stores if s.startswith("stmatrix") or ".v" in s}
-    assert inspect.ptx_count(ptx, "cp.async.bulk.tensor.2d.global.shared::cta") >= 1
+    boxes = (config.tile_m // 64) * (config.tile_n // config.epi_n)
+    assert inspect.ptx_count(ptx, "cp.async.bulk.tensor.2d.global.shared::cta") == boxes
     assert inspect.ptx_count(ptx, "fence.proxy.async.shared::cta") >= 1
 
 
