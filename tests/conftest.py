@@ -1,6 +1,14 @@
 import pytest
 
-SPEED_MARKS = ("fast", "compile", "book", "gpu")
+SPEED_MARKS = ("fast", "slow", "compile", "book", "gpu")
+SLOW = (
+    "slow: pure Python like fast, but a second or more (a subprocess, figures drawn and measured, an "
+    "exhaustive enumeration): `make test` runs these, `make test-fast` (pytest -m fast) does not"
+)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", SLOW)
 
 
 def _gpu_target():
@@ -24,16 +32,18 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_setup(item):
     """Every test carries one of the marks of pyproject.toml: fast, compile, book or gpu."""
     if not any(item.get_closest_marker(m) for m in SPEED_MARKS):
-        pytest.fail(f"{item.nodeid} has none of the marks {', '.join(SPEED_MARKS)} (pyproject.toml's markers)")
+        pytest.fail(f"{item.nodeid} has none of the marks {', '.join(SPEED_MARKS)} (pyproject.toml's markers, and slow)")
+    if item.get_closest_marker("fast") and item.get_closest_marker("slow"):
+        pytest.fail(f"{item.nodeid} is marked both fast and slow: `pytest -m fast` would still run it")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """A test marked fast neither compiles a kernel nor traces a CuTeDSL function, in its fixtures
-    either (`make test-fast` relies on it: under a minute). Compiled kernels are cached per process,
-    so a fast test that compiled would pass after a compile test and slow `-m fast` down alone: it is
-    refused either way."""
-    if item.get_closest_marker("fast") is None:
+    """A test marked fast (or slow, its pure-Python sibling) neither compiles a kernel nor traces a
+    CuTeDSL function, in its fixtures either (`make test-fast` relies on it). Compiled kernels are
+    cached per process, so a fast test that compiled would pass after a compile test and slow `-m fast`
+    down alone: it is refused either way."""
+    if item.get_closest_marker("fast") is None and item.get_closest_marker("slow") is None:
         yield
         return
     from cutlass.base_dsl.dsl import BaseDSL
@@ -41,7 +51,7 @@ def pytest_runtest_protocol(item, nextitem):
     from gemm_course import arch
 
     def refuse(*args, **kwargs):
-        raise AssertionError(f"{item.nodeid} is marked fast but compiles or traces a CuTeDSL function: mark it compile")
+        raise AssertionError(f"{item.nodeid} is marked fast or slow but compiles or traces a CuTeDSL function: mark it compile")
 
     saved = BaseDSL.generate_mlir, arch.compile_step
     BaseDSL.generate_mlir, arch.compile_step = refuse, refuse

@@ -15,8 +15,6 @@ import pytest
 
 from gemm_course import arch, b200, records, schedule
 
-pytestmark = pytest.mark.fast
-
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "b200_validate.sh"
 B200 = arch.Machine("NVIDIA B200", (10, 0), 148, "sm_100a")
@@ -44,10 +42,12 @@ def _run_kit(tmp_path, **env):
     return proc, seconds
 
 
+@pytest.mark.fast
 def test_script_parses():
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
 
 
+@pytest.mark.slow  # runs the kit in bash: about 2 s
 @not_on_a_b200
 def test_refuses_this_machine_quickly(tmp_path):
     proc, seconds = _run_kit(tmp_path)
@@ -59,6 +59,7 @@ def test_refuses_this_machine_quickly(tmp_path):
     assert (tmp_path / "out" / "status.log").read_text().startswith("gpu_check: refused")
 
 
+@pytest.mark.fast
 def test_refuses_an_h200_with_the_hopper_hint(tmp_path):
     proc, seconds = _run_kit(tmp_path, GEMM_COURSE_PRETEND_GPU="NVIDIA H200,9.0,132")
     assert proc.returncode == 2 and seconds < 60
@@ -76,6 +77,7 @@ def test_refuses_an_h200_with_the_hopper_hint(tmp_path):
     (arch.Machine("NVIDIA GeForce RTX 5090", (12, 0), 170, None), False),
     (arch.Machine(None, None, None, None), False),
 ])
+@pytest.mark.fast
 def test_check_machine(machine, ok):
     passed, message = b200.check_machine(machine)
     assert passed is ok
@@ -86,6 +88,7 @@ def test_check_machine(machine, ok):
         assert (machine.gpu_name or "no CUDA GPU") in message
 
 
+@pytest.mark.fast
 def test_a_b200_with_a_pytorch_without_its_kernels_is_refused():
     """cuBLAS (torch.mm) and the float32 reference need a PyTorch built for sm_100: without one every
     check would fail, so the kit stops before running anything and says what to install."""
@@ -94,6 +97,7 @@ def test_a_b200_with_a_pytorch_without_its_kernels_is_refused():
     assert b200.check_machine(B200, arch_list=["sm_90", "sm_100", "sm_120"])[0]
 
 
+@pytest.mark.fast
 def test_pretended_gpu_goes_through_the_arch_table(monkeypatch):
     monkeypatch.setenv(b200.PRETEND, "NVIDIA B200,10.0,148")
     assert b200.present_machine() == B200 and b200.check_machine()[0]
@@ -110,6 +114,7 @@ def _broad_sweep():
     return ["%dx%dx%d" % s for group in bench.broad_sweep_shapes().values() for s in group]
 
 
+@pytest.mark.slow  # runs the kit in bash: about 1 s
 def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     fake_bin = tmp_path / "bin"  # a compute-sanitizer on PATH, so the dry run plans the sanitizer too
     fake_bin.mkdir()
@@ -145,6 +150,7 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     assert "results/nvidia-b200/" in out and "pull request" in out and "results/logs/*_b200_*.log" in out
 
 
+@pytest.mark.fast
 def test_sanitizer_plan_covers_steps_5_to_8_with_partial_tiles_and_many_clusters():
     import importlib.util
 
@@ -180,6 +186,7 @@ def _write(folder, name, records):
     (folder / name).write_text(json.dumps({"schema": 1, "records": records}))
 
 
+@pytest.mark.fast
 def test_copy_puts_records_where_the_book_reads_them(tmp_path):
     out, results = tmp_path / "out", tmp_path / "results"
     _write(out, "20270101T000000Z_ladder.json", [_record("sm100/10", (4096,) * 3, 1500.0, 1600.0)])
@@ -193,6 +200,7 @@ def test_copy_puts_records_where_the_book_reads_them(tmp_path):
     assert b200.copy_records(str(out), str(results))[0][2] == "already there"
 
 
+@pytest.mark.fast
 def test_table_lists_the_ladder_and_the_sweep(tmp_path):
     records = [_record(f"sm100/{n}", (s,) * 3, 100.0 * n, 1500.0) for n in (1, 2, 10, 11) for s in (4096, 8192)]
     _write(tmp_path, "20270101T000000Z_ladder.json", records)
@@ -212,11 +220,13 @@ def test_table_lists_the_ladder_and_the_sweep(tmp_path):
     assert "  square: 1 shapes, geometric mean 1.200, lowest 1.200 (4096x4096x4096)" in text
 
 
+@pytest.mark.fast
 def test_makefile_target_calls_the_script():
     out = subprocess.run(["make", "-n", "b200", "OUT=somewhere"], cwd=ROOT, capture_output=True, text=True)
     assert "scripts/b200_validate.sh \"somewhere\"" in out.stdout
 
 
+@pytest.mark.fast
 def test_logs_name_no_folder_of_this_machine(tmp_path):
     out, repo = tmp_path / "repo" / "out", tmp_path / "repo"
     out.mkdir(parents=True)
@@ -292,6 +302,7 @@ esac
 '''
 
 
+@pytest.mark.slow  # runs the kit in bash with faked phases: 2-7 s each
 @pytest.mark.parametrize("fail", [False, True], ids=["steps-pass", "a-step-fails"])
 def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
     """Everything but the GPU: phases in order, a failed step dropped from the timing (and the rest timed),

@@ -95,7 +95,7 @@ def test_inspect_refuses_an_unknown_target(capsys):
     assert e.value.code == 2 and "invalid choice: 'sm_80'" in capsys.readouterr().err
 
 
-@pytest.mark.fast
+@pytest.mark.slow  # a Python child per command line: about 1.5 s
 def test_errors_from_the_command_line_have_no_traceback_or_colour():
     import subprocess
     import sys
@@ -161,7 +161,7 @@ def test_unknown_step_is_the_package_error():
         ladder.get("hopper/x")
 
 
-@pytest.mark.fast
+@pytest.mark.slow  # a shell and a Python child: about 1 s
 def test_piping_into_head_ends_quietly(tmp_path):
     import subprocess
     import sys

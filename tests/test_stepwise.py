@@ -7,8 +7,6 @@ import pytest
 
 from gemm_course import ladder, stepwise
 
-pytestmark = pytest.mark.fast
-
 REPORT = ("watchdog: sm100/5 timed out after 5 s waiting on mainloop_pipeline.producer_acquire(state) (empty barrier) "
           "at step05_cta_pair_multicast.py:270 in load_k_tile, phase 1, block (0,0,0) warp 5 thread 160")
 BEHAVIOUR = {  # step -> the fake child's Python
@@ -24,6 +22,7 @@ def fake_command(key, phase, sanitizer=None):
     return [sys.executable, "-c", code]
 
 
+@pytest.mark.slow  # waits out a 3 s time limit on a child that sleeps
 def test_each_failure_is_named_and_the_run_goes_on(tmp_path, capsys):
     keys = list(BEHAVIOUR)
     rows = stepwise.run_steps(str(tmp_path), keys, limits={"debug": 3}, command=fake_command, jobs=2)
@@ -47,6 +46,7 @@ def test_each_failure_is_named_and_the_run_goes_on(tmp_path, capsys):
     assert "hung" in table[3]
 
 
+@pytest.mark.fast
 def test_sanitizer_phase_runs_only_when_given(tmp_path):
     seen = []
 
@@ -60,6 +60,7 @@ def test_sanitizer_phase_runs_only_when_given(tmp_path):
     assert cmd[:3] == ["cs", "--tool", "memcheck"] and cmd[-2:] == ["--mode", "debug"]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("key", [s.key for s in ladder.steps()])
 def test_debug_shapes_are_small_ragged_and_taken(key):
     from gemm_course.problem import GemmProblem

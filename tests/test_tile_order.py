@@ -54,7 +54,7 @@ def test_grouped_raster_walks_bands_column_by_column_and_keeps_the_short_last_ba
     ]  # fmt: skip
 
 
-@pytest.mark.fast
+@pytest.mark.slow  # 1600 grids
 def test_gilbert_steps_are_unit_except_one_diagonal_where_parity_forces_it():
     for m, n in itertools.product(range(1, 41), range(1, 41)):
         path = to.gilbert(m, n)
@@ -135,7 +135,7 @@ GILBERT_TILE_GRIDS = list(itertools.product(range(1, 41), range(1, 41))) + [
 ]  # fmt: skip
 
 
-@pytest.mark.fast
+@pytest.mark.slow  # every index of every grid: 2-4 s
 def test_gilbert_tile_is_the_gilbert_order_on_every_index():
     for m, n in GILBERT_TILE_GRIDS:
         assert [to.gilbert_tile(i, m, n) for i in range(m * n)] == to.gilbert(m, n), (m, n)

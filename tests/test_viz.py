@@ -439,8 +439,10 @@ def test_every_public_figure_function_is_checked():
 
 
 def _case(name):
+    """The case as a parameter: compile where its figure traces a kernel's layouts; else slow, not
+    fast (drawing and measuring every text takes about half a second a figure, 15-25 s together)."""
     fn, mark, builder = CASES[name]
-    return pytest.param(name, marks=getattr(pytest.mark, mark), id=name)
+    return pytest.param(name, marks=getattr(pytest.mark, "slow" if mark == "fast" else mark), id=name)
 
 
 @pytest.mark.parametrize("name", [_case(name) for name in CASES])
@@ -474,7 +476,7 @@ def test_figure_is_legible_at_page_width(name, tmp_path):
 _HEX = re.compile(r"[0-9a-f]{16,}", re.I)
 
 
-@pytest.mark.fast
+@pytest.mark.slow  # draws five figures to PNG
 def test_html_repr_has_an_alt_text_and_a_figcaption(tmp_path):
     """What a notebook and the book show: ``<figure>``, the PNG (base64) at the figure's own size
     with a real alt text (its title and what it plots, not a file name or a hash) and the caption
