@@ -96,13 +96,27 @@ def test_n_not_a_multiple_of_8_is_refused():
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("n, k", [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096)])
+@pytest.mark.parametrize("n", [1024, 2048, 3072, 4096, 6144, 14336, 28672])
+def test_split_for_busies_most_sms(n):
+    """128-row tiles where their parts busy 90% of the clusters, else 64-row tiles; parts from
+    step 11's four up to MAX_PARTS."""
+    tile_m, parts = step12.split_for(n, 132)
+    tiles = -(-n // tile_m)
+    assert schedule.MAX_PARTS <= parts <= step12.MAX_PARTS
+    assert tiles * parts >= step12.BUSY_SHARE * 132 or tile_m == 64
+    assert tile_m == 128 or -(-n // 128) * step12.MAX_PARTS < step12.BUSY_SHARE * 132  # 64 rows only when 128 fall short
+    launched = schedule.grid_clusters(tiles, 132, 64, max_parts=parts)
+    assert launched >= 112
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("n, k", [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (2048, 8192)])
 def test_w_is_spread_over_most_sms(n, k):
     """The stream-K schedule on the swapped grid (W's rows in tiles of 128): at least 112 of an
     H100's 132 SMs stream W, each about its share (the schedule's busy fraction)."""
     config = STEP.config_for(GemmProblem(16, n, k))
     tiles, k_tiles = -(-n // config.tile_m), -(-k // config.tile_k)
-    clusters = schedule.grid_clusters(tiles, 132, k_tiles)
+    clusters = schedule.grid_clusters(tiles, 132, k_tiles, max_parts=config.max_parts)
     assert clusters >= 112
     assert schedule.busy_fraction(tiles, clusters, k_tiles) > 0.95
 

@@ -15,8 +15,9 @@ Parent: step 11. Key differences (chapter 12):
   matrices transposed, which step 4 picks from C's layout) and one TMA store writes it to C.
 * *Every SM streams its share of W.* With 4096 rows of W and 128-row tiles there are only 32
   tiles for 132 SMs: step 11's stream-K schedule already splits a grid with fewer tiles than
-  clusters along K, up to ``schedule.MAX_PARTS`` parts per tile, so each SM streams its K range
-  of one tile. Clusters of one CTA: x is a few KiB per K tile, nothing worth multicasting.
+  clusters along K, so each SM streams its K range of one tile. Here up to ``max_parts`` parts
+  per tile (``split_for``: 5 at 4096 rows, 8 with 64-row tiles at 1024), where step 11 stops at
+  four. Clusters of one CTA: x is a few KiB per K tile, nothing worth multicasting.
 * *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
@@ -40,13 +41,16 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 
-from ... import hardware, watchdog
+from ... import hardware, schedule, watchdog
 from . import step11_beyond_the_seed as parent
 from .step04_tma_store import EPI_BARRIER_ID, can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
 from .step05_cluster_multicast import SMEM_CAPACITY, WARPGROUP, smem_estimate
+from .step08_persistent import max_clusters
 
 SWAP_MAX_M = 256  # tokens up to which C^T = W x^T is computed (the tokens fit one wgmma N)
 MAX_STAGES = 16  # enough bytes in flight many times over; more only lengthens the pipeline's fill
+MAX_PARTS = 8  # parts per tile at most: two gathered passes (``GATHER``)
+BUSY_SHARE = 0.9  # the share of the SMs a decode grid should keep streaming W
 GATHER = 4  # parts whose partial sums are loaded before any is added (a tile has at most schedule.MAX_PARTS)
 
 
@@ -92,15 +96,31 @@ def stages_for(tile_m: int, tile_n: int, epi_n: int, epi_stages: int) -> int:
     return min(MAX_STAGES, hardware.stages_that_fit((tile_m + tile_n) * 64 * 2, fixed, SMEM_CAPACITY))
 
 
+def split_for(n: int, clusters: int) -> tuple:
+    """(tile_m, max_parts) that put W's ``n`` rows on most of ``clusters`` single-CTA clusters:
+    128-row tiles with up to ``MAX_PARTS`` parts each when that busies ``BUSY_SHARE`` of them, else
+    64-row tiles (twice the tiles); parts at least step 11's ``schedule.MAX_PARTS``. A model, not
+    yet a measurement: an HBM-bound kernel needs most SMs streaming (each SM's TMA issue and its
+    bytes in flight are bounded), and a gathered hand-over is one round trip per ``GATHER`` parts."""
+    for tile_m in (128, 64):
+        tiles = -(-n // tile_m)
+        parts = max(schedule.MAX_PARTS, min(MAX_PARTS, -(-clusters // tiles)))
+        if tiles * parts >= BUSY_SHARE * clusters or tile_m == 64:
+            return tile_m, parts
+
+
 def config_for(problem, config: Config = Config()) -> Config:
-    """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens (tile_n: M rounded up to 16, with
-    the stages that fit), else step 11's choice with ``swap_ab`` and ``gather_parts`` off (step 11's kernel)."""
+    """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens (tile_n: M rounded up to 16; tile_m
+    and parts per tile from ``split_for``; the stages that fit), else step 11's choice with ``swap_ab``
+    and ``gather_parts`` off (step 11's kernel)."""
     if problem.m > SWAP_MAX_M:
         return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, **_STEP11_FIELDS))
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
-    stages = stages_for(config.tile_m, tile_n, epi_n, 1)
-    return dataclasses.replace(config, tile_n=tile_n, epi_n=epi_n, epi_stages=1, stages=stages)
+    tile_m, max_parts = split_for(problem.n, max_clusters(1))
+    stages = stages_for(tile_m, tile_n, epi_n, 1)
+    return dataclasses.replace(config, tile_m=tile_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, stages=stages,
+                               max_parts=max_parts)
 
 
 # step 11's defaults for the fields this step's Config changes (its choice for large M starts there)
