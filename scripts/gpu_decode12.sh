@@ -29,7 +29,7 @@ shapes = [(1, 4096, 4096), (7, 1024, 520), (8, 2048, 8192), (16, 4096, 14336), (
 bad = 0
 for r in run.check(step, shapes, seed=11):
     print(r); bad += not r.ok
-for changes in ({"tile_m": 64}, {"stream_k": False}, {"gather_parts": False}, {"max_parts": 8}, {"tile_m": 64, "max_parts": 16}):
+for changes in ({"tile_m": 64}, {"stream_k": False}, {"gather_parts": False}, {"max_parts": 4}, {"tile_m": 64, "max_parts": 16}):
     for shape in [(1, 4096, 4096), (48, 2048, 1032), (128, 6144, 4096), (16, 1024, 8192)]:
         config = dataclasses.replace(step.config_for(GemmProblem(*shape)), **changes)
         for r in run.check(step, [shape], config=config, seed=23):
@@ -41,8 +41,7 @@ timeout 240 python3 -m pytest -q -m gpu $gpu_tests 2>&1 | tee "$out/pytest_gpu.l
 ;;
 tune)
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out" \
-  sm90/11 sm90/12 "sm90/12:tile_m=64" "sm90/12:stream_k=false" "sm90/12:gather_parts=false" "sm90/12:max_parts=8" \
-  "sm90/12:tile_m=64,max_parts=8" \
+  sm90/11 sm90/12 "sm90/12:max_parts=4" "sm90/12:tile_m=64" "sm90/12:stream_k=false" "sm90/12:gather_parts=false" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 256x4096x4096 16x14336x4096 16x4096x14336 16x1024x4096 \
   2>&1 | tee "$out/tune_decode12.log" | tail -45 || status=1
 ;;
