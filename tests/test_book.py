@@ -737,7 +737,7 @@ _FIRST_BOX = r"""
   const r = box.getBoundingClientRect();
   const link = [...box.querySelectorAll('a')].map(a => a.getAttribute('href'));
   return {top: r.top, bottom: r.bottom, height: window.innerHeight, text: box.innerText, links: link,
-          before: [...document.querySelectorAll('main h2')].filter(h => h.getBoundingClientRect().top < r.top).length};
+          before: [...document.querySelectorAll('section h2')].filter(h => h.getBoundingClientRect().top < r.top).length};
 })()
 """
 

@@ -400,9 +400,8 @@ def blackwell_status(records=None, results_dir: Optional[str] = None) -> str:
     status = step_status(records, results_dir)
     by = {state: [k for k, (s, _) in status.items() if s == state] for state in ("measured", "failed", "compiled")}
     if not by["measured"] and not by["failed"]:
-        return ("every step compiled and checked on the CPU (PTX, SASS, resources); **none has run on a B200 yet**: "
-                "no B200 record exists under `results/`, so the Blackwell figures show the seed's quoted B200 numbers "
-                "instead of measurements.")
+        return ("every step compiled and checked on the CPU; **none has run on a B200 yet** (no B200 record under "
+                "`results/`): the Blackwell figures show the seed's quoted B200 numbers, not measurements.")
     parts = []
     if by["measured"]:
         dates = sorted(r.get("date", "")[:10] for r in measured_steps(records).values())
@@ -431,7 +430,7 @@ def hopper_status(records=None) -> str:
     which = "every step" if not missing else _steps_text([k for k in keys if k in measured])
     gpus = sorted({r.get("gpu") or "?" for r in hopper})
     newest = max(r.get("date", "") for r in hopper)[:10]
-    text = (f"{which} run, checked against a float32 reference and timed against cuBLAS on {' and '.join(gpus)} "
+    text = (f"{which} run, checked and timed against cuBLAS on {' and '.join(gpus)} "
             f"({len(hopper)} records, the newest of {newest})")
     if missing:
         text += f"; {_steps_text(missing)} compiled and checked on the CPU, not yet measured"
@@ -445,9 +444,9 @@ def first_screen(records=None, results_dir: Optional[str] = None) -> str:
         ":class: important",
         f"- **Blackwell** (B200, `sm_100a`, the course's target): {blackwell_status(records, results_dir)}",
         f"- **Hopper** (H100/H200, `sm_90a`): {hopper_status(records)}",
-        "- **Without a GPU**: every chapter runs, compiles both ladders and shows the recorded measurements.",
+        "- **Without a GPU**: every chapter runs, compiles both ladders and draws the records.",
         "",
-        "**First**: [Setup](setup.md) says what to install and, on a rented B200, what to run in which order "
+        "**First**: [Setup](setup.md): what to install and, on a B200, what to run in which order "
         "(the B200 kit before any chapter).",
         ":::",
     ])
