@@ -89,8 +89,11 @@ def test_without_records_every_figure_says_so(tmp_path):
     assert "No record yet" in _texts(mr.decode_bandwidth(empty))
     assert "No record yet" in _texts(mr.graph_times(empty))
     assert mr.decode_table(empty).startswith("No record yet")
-    # the committed results hold no step-12 run yet: the chapter shows the same messages
-    assert "No record yet" in _texts(mr.decode_bandwidth(rec.load_records(kind=None))) or mr.decode_runs(rec.load_records())
+    # the committed results: a message until a step-12 run is recorded, then the run
+    committed = rec.load_records()
+    assert ("No record yet" in _texts(mr.decode_bandwidth(committed))) is (not mr.decode_runs(committed))
+    graphs = rec.load_records(kind="decode_graph")
+    assert ("No record yet" in _texts(mr.graph_times(graphs))) is (not mr.graph_runs(graphs))
 
 
 def test_decode_runs_keep_the_newest_decode12_file_only():
