@@ -488,6 +488,18 @@ def phase_limits(script: Optional[str] = None) -> dict:
     return out
 
 
+def kit_steps(script: Optional[str] = None) -> list:
+    """The steps the kit checks one process each, as ``scripts/b200_validate.sh`` lists them (step 1
+    included, as by default)."""
+    import re
+
+    with open(script or KIT) as f:
+        text = f.read()
+    steps = re.search(r'^steps="([^"$]*)"', text, re.M).group(1).split()
+    first = re.search(r'steps="([^"$]*) \$steps"', text)
+    return (first.group(1).split() if first else []) + steps
+
+
 def _hopper_twin_seconds(phase: str, results_dir: Optional[str] = None) -> tuple:
     """(seconds, log) of the same phase on the H200 with the Hopper steps, read from its newest log under
     results/logs/, or (None, None)."""
@@ -515,15 +527,14 @@ def _hopper_twin_seconds(phase: str, results_dir: Optional[str] = None) -> tuple
 
 def phase_plan(script: Optional[str] = None, results_dir: Optional[str] = None) -> list:
     """The kit's phases in order: ``{"phase", "what", "limit_s", "hopper_s", "hopper_log"}``: its time
-    limit (the stepwise phase: the per-step limits of :mod:`gemm_course.stepwise` times the steps) and,
+    limit (the stepwise phase: the per-step limits of :mod:`gemm_course.stepwise` times :func:`kit_steps`) and,
     where the same phase has run on the H200 with the Hopper steps, how long that took and its log."""
-    from . import ladder
     from .stepwise import LIMITS_S
 
     rows = []
     for name, limit in phase_limits(script).items():
-        if name == "stepwise":
-            limit = min(limit, sum(LIMITS_S.values()) * len(ladder.steps("sm100")))
+        if name == "stepwise":  # the per-step limits of the steps the kit checks, within the phase's own
+            limit = min(limit, sum(LIMITS_S.values()) * len(kit_steps(script)))
         seconds, log = _hopper_twin_seconds(name, results_dir)
         rows.append({"phase": name, "what": PHASE_WHAT.get(name, ""), "limit_s": limit, "hopper_s": seconds,
                      "hopper_log": log})
