@@ -307,7 +307,8 @@ class FakeLaunch:
 
     prepared = []
 
-    def __init__(self, step, a, b, c, config, workspace=None):
+    def __init__(self, plan, a, b, c, config=None, workspace=None):
+        config = plan.config if config is None else config  # linear passes its route's plan
         self.a, self.b, self.c, self.config, self.workspace = a, b, c, config, workspace
         FakeLaunch.prepared.append(self)
 
@@ -474,9 +475,9 @@ def test_without_a_decode_step_or_where_it_refuses_the_shape_step_11_runs(decode
     decode_step(StubStep(refuse=lambda problem: "N must be a multiple of 64" if problem.n % 64 else ""))
     assert lin.route("sm90", 16, 4096, 4096)[0].key == "sm90/12"
     assert lin.route("sm90", 16, 4104, 4096)[0].key == "sm90/11"
-    assert lin.route.cache_info().currsize == 2
+    assert lin.route_plan.cache_info().currsize == 2
     lin.clear_cache()
-    assert lin.route.cache_info().currsize == 0
+    assert lin.route_plan.cache_info().currsize == 0
 
 
 @pytest.mark.fast

@@ -247,16 +247,26 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
     dataclasses. With ``GEMM_COURSE_WATCHDOG`` set the build is a debug build whose mbarrier waits
     are bounded (:mod:`gemm_course.watchdog`).
     """
-    import time
-
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_stream
-
     config = step.default if config is None else config
     target = resolve_target(target, step)
     ok, why = step.check_config(config)
     if not ok:
         raise ValueError(f"{step.key}: invalid config {config}: {why}")
+    return _compile(step, config, target, shape_class, operands)
+
+
+def compile_plan(plan, operands=None, shape_class: str = "runtime"):
+    """Compile a checked :class:`gemm_course.plan.Plan` (nothing is checked again) against
+    ``operands`` (real CuTe tensors; fake ones by default); cached as :func:`compile_step`."""
+    return _compile(plan.step, plan.config, plan.target, shape_class, operands)
+
+
+def _compile(step, config, target: str, shape_class: str, operands):
+    import time
+
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream
+
     from . import watchdog
 
     bound = watchdog.setting()

@@ -47,7 +47,7 @@ import warnings
 
 import torch
 
-from . import arch, b200, ladder, run
+from . import arch, b200, ladder, plan, run
 from .problem import ELEMS_PER_16B, GemmInputError, GemmProblem, shape_rules
 from .problem import validate as validate_gemm
 
@@ -96,31 +96,34 @@ def final_step() -> ladder.Step:
     return ladder.final(machine_arch())
 
 
-@functools.lru_cache(maxsize=4096)
 def route(arch_name: str, m: int, n: int, k: int) -> tuple:
     """``(step, config)`` that :func:`linear` runs an M x N x K GEMM with on ``arch_name``
-    ('sm90' or 'sm100'); pure host work, cached per shape, callable on the CPU.
+    ('sm90' or 'sm100'): the :func:`route_plan`'s; pure host work, cached per shape, callable on the CPU."""
+    p = route_plan(arch_name, m, n, k)
+    return p.step, p.config
+
+
+@functools.lru_cache(maxsize=4096)
+def route_plan(arch_name: str, m: int, n: int, k: int) -> plan.Plan:
+    """The :class:`gemm_course.plan.Plan` :func:`linear` runs an M x N x K GEMM with on ``arch_name``.
 
     On an architecture of :data:`SMALL_M_ARCHS`, at most :data:`SMALL_M` rows go to the ladder's
     memory-roofline step (``ladder.decode``: ``sm90/12``, swap-AB) when it exists and takes the
     shape; everything else runs the last step of the compute ladder (``ladder.final``: step 11).
-    Each with the step's own config for the shape (``Step.config_for``), checked with
-    ``Step.can_implement``; a :class:`GemmInputError` when no step takes it."""
+    Each with the step's own config for the shape (``Step.config_for``), checked once
+    (:func:`gemm_course.plan.for_problem`); a :class:`GemmInputError` when no step takes it."""
     problem = GemmProblem(m, n, k)
     final = ladder.final(arch_name)
     small = ladder.decode(arch_name) if arch_name in SMALL_M_ARCHS and m <= SMALL_M else None
     if small is not None:
         try:
-            config = small.config_for(problem)
-            if small.can_implement(problem, config)[0]:
-                return small, config
+            return plan.for_problem(small, problem)
         except GemmInputError:
             pass  # the decode step's own limits: the compute step below
-    config = final.config_for(problem)
-    ok, why = final.can_implement(problem, config)
-    if not ok:
-        raise GemmInputError(f"linear: {final.key} cannot compute {problem.label}: {why}; use torch.nn.functional.linear.")
-    return final, config
+    try:
+        return plan.for_problem(final, problem)
+    except GemmInputError as e:
+        raise GemmInputError(f"linear: {e}; use torch.nn.functional.linear.") from None
 
 
 def linear(input, weight, bias=None, *, out=None):
@@ -169,12 +172,13 @@ def _linear(input, weight, bias, out):
         )
     m, k = x.shape
     n = weight.shape[0]
-    step, config = route(arch_name, m, n, k)
+    p = route_plan(arch_name, m, n, k)
+    step, config = p.step, p.config
     if step.arch == "sm100":
         _warn_without_b200_record(step)
     key, workspace = _workspace(step, config, x.device, (m, n, k))
     try:
-        launch = run.prepare(step, x, weight, out2d, config, workspace=workspace)
+        launch = run.prepare(p, x, weight, out2d, workspace=workspace)  # the plan's checks are not made again
     except GemmInputError as e:  # the GEMM's rules (strides, alignment, aliasing), in linear's words
         raise GemmInputError(f"linear: {e} {_ROLES}") from None
     launch()
@@ -247,7 +251,8 @@ def clear_cache() -> None:
     captured CUDA graph launches with, and forget the step and config it chose per shape; the next
     call allocates again (so a capture after this needs a warm-up again)."""
     _workspaces.clear()
-    route.cache_clear()
+    route_plan.cache_clear()
+    plan.clear_cache()
 
 
 # ---- the custom ops: what torch.compile and the dispatcher see ----

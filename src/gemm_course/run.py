@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from . import arch, ladder
+from . import arch, ladder, plan
 from .problem import GemmInputError, GemmProblem, make_inputs, reference, relative_error, validate
 
 TOLERANCE = 1e-2  # relative Frobenius error vs float32; bf16 output rounding alone gives ~3e-3
@@ -66,17 +66,11 @@ class Launcher:
 
 def validate_operands(step, a, b, c, config=None, *, device_type: str = "cuda") -> tuple:
     """The checks :func:`prepare` makes before it allocates or compiles anything, without a GPU:
-    ``(problem, config)``, or a :class:`GemmInputError`. The operands (:func:`validate`, with the TMA
-    rules unless the step is ``any_shape``), then ``step.can_implement`` for the config. Without a
-    ``config``, the step's choice for this shape (``Step.config_for``). ``device_type``: where the
-    operands must be ('cuda'; tests pass 'cpu')."""
-    step = ladder.get(step)
-    problem = validate(a, b, c, need_tma=not step.any_shape, device_type=device_type)
-    config = step.config_for(problem) if config is None else config
-    ok, why = step.can_implement(problem, config)
-    if not ok:
-        raise GemmInputError(f"{step.key} cannot compute {problem.label}: {why}")
-    return problem, config
+    ``(problem, config)`` of the GEMM's plan (:func:`gemm_course.plan.for_operands`), or a
+    :class:`GemmInputError`. Without a ``config``, the step's choice for this shape
+    (``Step.config_for``). ``device_type``: where the operands must be ('cuda'; tests pass 'cpu')."""
+    p = plan.for_operands(step, a, b, c, config, device_type=device_type)
+    return p.problem, p.config
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # one allocation: equal only to itself
@@ -111,8 +105,10 @@ def allocate_workspace(step, config, device) -> Workspace:
 
 
 def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None) -> Launcher:
-    """Validate (:func:`validate_operands`, before any launch), compile for this GPU (cached) and
-    bind the operands. Without a ``config``, the step's choice for this shape (``Step.config_for``).
+    """Plan (:func:`gemm_course.plan.for_operands`: every check, before any launch), compile for this
+    GPU (cached) and bind the operands. Without a ``config``, the step's choice for this shape
+    (``Step.config_for``). ``step`` may be a :class:`gemm_course.plan.Plan` made for a problem of
+    the operands' shape (e.g. ``linear``'s, cached per shape): then only the tensors are checked.
 
     ``workspace``: a :class:`Workspace` of this step and config on the operands' device to use as it
     is (not zeroed or filled again), e.g. one kept from an earlier call on the same stream; without
@@ -121,9 +117,15 @@ def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None
     import torch
     from cuda.bindings import driver as cuda
 
-    step = ladder.get(step)
-    target = require_gpu_for(step)
-    problem, config = validate_operands(step, a, b, c, config)
+    target = require_gpu_for(step.step if isinstance(step, plan.Plan) else ladder.get(step))
+    if isinstance(step, plan.Plan):
+        p = step
+        problem = validate(a, b, c, need_tma=not p.step.any_shape)
+        if (problem, p.target) != (p.problem, target) or config not in (None, p.config):
+            raise ValueError(f"the plan is {p} for {p.target}, not {problem.label} with {config or p.config} for {target}")
+    else:
+        p = plan.for_operands(step, a, b, c, config, target=target)
+    step, config = p.step, p.config
     a, b = a.detach(), b.detach()  # the kernels are not differentiable; DLPack refuses tensors that require grad
     wrap = arch.runtime_operands_any if step.any_shape else arch.runtime_operands
     if workspace is None:
@@ -134,9 +136,9 @@ def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None
             f"{step.key} with {config} on {a.device}: allocate one with run.allocate_workspace"
         )
     operands = wrap(a, b, c) + workspace.views
-    art = arch.compile_step(step, config, target, shape_class="runtime", operands=operands)
+    art = arch.compile_plan(p, operands)
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    return Launcher(step, config, problem, art, operands, stream, workspace.tensors)
+    return Launcher(step, config, p.problem, art, operands, stream, workspace.tensors)
 
 
 def gemm(step, a, b, c=None, config=None):
