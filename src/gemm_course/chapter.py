@@ -5,6 +5,8 @@ short calls (the chapters are the MyST Markdown notebooks ``notebooks/*.md``).
 * :func:`show_source`: a module's, class's or function's source (or a source string) as a Python block.
 * :func:`introduce`: a chapter's step and the step it builds on, printed with what it adds.
 * :func:`show_diff`: what a step changes against its parent (``gemm-course diff``).
+* :func:`show_hunk`: a short excerpt of a step's code (a banner's region of a method, or one
+  method), then the PTX lines it compiles to, found by pattern in the compiled step.
 * :func:`step_bars`: the recorded bars of the tensor-core steps, a chapter's steps outlined.
 * :func:`check`, :func:`time_step`, :func:`check_and_time`: on a GPU that can run the steps, check
   them against the float32 reference, time them next to cuBLAS, and redraw the bars with the live
@@ -60,6 +62,33 @@ def show_diff(step) -> None:
     parent = source.parent(step)
     display(Markdown(f"`{step.key}` against `{parent.key if parent else '-'}`: {added} lines added, {removed} removed "
                      f"(the whole step: `gemm-course source {step.key}`)\n\n```diff\n{source.diff(step)}```"))
+
+
+def hunk_markdown(step, label: Optional[str] = None, method: str = "kernel", ptx: Optional[str] = None,
+                  patterns: Sequence = (), per_pattern: int = 1, after: Optional[str] = None,
+                  before: Optional[str] = None) -> str:
+    """The Markdown of :func:`show_hunk`: a heading line naming the step and method the excerpt comes
+    from, the excerpt (:func:`gemm_course.source.region` of ``label``, or the whole method), and,
+    with ``ptx`` and ``patterns``, the PTX instructions :func:`gemm_course.source.ptx_lines` finds."""
+    from . import source
+
+    step = ladder.get(step)
+    where, whole = source.method_source(step, method)
+    code = whole if label is None else source.region(step, label, method)
+    part = "" if label is None else f", phase {label}"
+    text = f"`{step.key}`: `Gemm.{method}`{part} (defined in `{where}`)\n\n```python\n{code.rstrip()}\n```"
+    if ptx is not None and patterns:
+        lines = source.ptx_lines(ptx, patterns, per_pattern=per_pattern, after=after, before=before)
+        text += "\n\ncompiles to (PTX, found by pattern in the compiled step):\n\n```text\n" + "\n".join(lines) + "\n```"
+    return text
+
+
+def show_hunk(step, label: Optional[str] = None, method: str = "kernel", ptx: Optional[str] = None,
+              patterns: Sequence = (), per_pattern: int = 1, after: Optional[str] = None,
+              before: Optional[str] = None) -> None:
+    """Display a short excerpt of ``step``'s code and the PTX it compiles to (:func:`hunk_markdown`):
+    the annotated hunks a chapter explains line by line before its full diff."""
+    display(Markdown(hunk_markdown(step, label, method, ptx, patterns, per_pattern, after, before)))
 
 
 def introduce(key, parent) -> tuple:

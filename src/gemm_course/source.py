@@ -219,3 +219,72 @@ def phase_source(step, number: int) -> str:
     body = lines[start:end]
     indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
     return "\n".join(line[indent:] for line in body).rstrip() + "\n"
+
+
+_BANNER = re.compile(r"\s*# (\d+[a-z]?)\. ")
+
+
+def method_source(step, name: str) -> tuple:
+    """``(defining step, source)`` of ``Gemm.name`` as ``step`` resolves it (the most-derived
+    definition, e.g. ``load_k_tile`` of ``sm100/6`` comes from ``sm100/5``)."""
+    members = _all_methods(ladder.get(step))
+    if name not in members:
+        raise ValueError(f"{ladder.get(step).key}'s Gemm has no member {name!r}")
+    return members[name]
+
+
+def region(step, label: str, method: str = "kernel") -> str:
+    """The lines of ``Gemm.method`` (as ``step`` resolves it) under the banner ``# {label}. ...``
+    (``"2b"`` finds ``# 2b. MMAs ...``): from the banner to the next banner or to the end of the
+    block the banner opens (the first line indented less than the banner), dedented."""
+    where, src = method_source(step, method)
+    lines = src.splitlines()
+    start = next((i for i, line in enumerate(lines) if (m := _BANNER.match(line)) and m.group(1) == label), None)
+    if start is None:
+        raise ValueError(f"{where}'s {method} has no banner '# {label}. '")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines):
+        line = lines[end]
+        if line.strip() and (len(line) - len(line.lstrip()) < indent or _BANNER.match(line)):
+            break
+        end += 1
+    body = lines[start:end]
+    while body and not body[-1].strip():
+        body.pop()
+    return textwrap.dedent("\n".join(body)) + "\n"
+
+
+_REGISTER_LIST = re.compile(r"\{(%\w+)(?:, %\w+){3,}, (%\w+)\}")
+
+
+def ptx_lines(ptx: str, patterns, per_pattern: int = 1, after: Optional[str] = None,
+              before: Optional[str] = None) -> list:
+    """PTX instructions found by pattern, for an excerpt's "compiles to" block.
+
+    For each regular expression of ``patterns`` (or ``(expression, count)``), the first
+    ``per_pattern`` (or ``count``; a negative count takes the last ones) instructions that match it,
+    searched in each stripped line (comments, labels and directives are skipped), returned in the
+    compiled program's order with long register lists shortened (``{%r1, ..., %r32}``). ``after``
+    and ``before`` narrow the search to the instructions past the first match of ``after`` and
+    before the first later match of ``before`` (the MMA warp's wait is the last
+    ``mbarrier.try_wait`` before the first ``tcgen05.mma``). A pattern that matches nothing raises:
+    an excerpt must show what its code compiles to."""
+    patterns = [patterns] if isinstance(patterns, (str, tuple)) else list(patterns)
+    lines = [line.strip() for line in ptx.splitlines()]
+    code = [i for i, line in enumerate(lines) if line and not line.startswith(("//", ".", "$", "{", "}"))]
+    for bound, keep in ((after, lambda i, a: i > a), (before, lambda i, a: i < a)):
+        if bound is None:
+            continue
+        anchor = next((i for i in code if re.search(bound, lines[i])), None)
+        if anchor is None:
+            raise ValueError(f"no PTX instruction matches {bound!r}")
+        code = [i for i in code if keep(i, anchor)]
+    picked = set()
+    for item in patterns:
+        pattern, count = item if isinstance(item, tuple) else (item, per_pattern)
+        hits = [i for i in code if re.search(pattern, lines[i])]
+        if not hits:
+            raise ValueError(f"no PTX instruction matches {pattern!r}")
+        picked.update(hits[:count] if count > 0 else hits[count:])
+    return [_REGISTER_LIST.sub(r"{\1, ..., \2}", lines[i]) for i in sorted(picked)]

@@ -165,13 +165,23 @@ def epilogue_path(tile_m: int, tile_n: int, epi_m: int, epi_n: int, epi_stages: 
                             f"({per_sub:g} stmatrix per thread per sub-tile).", alt="Diagram of a tile and a data path")
 
 
-def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tensor cores over time (schematic model)") -> Figure:
+MMA_ROLES = {  # (the MMA instruction, the bottom row's label) per architecture
+    "sm90": ("wgmma", "consumers:\nwgmma,\nepilogue"),
+    "sm100": ("tcgen05.mma", "one MMA warp:\ntcgen05.mma;\nepilogue\nwarps"),
+}
+
+
+def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tensor cores over time (schematic model)",
+                      arch: str = "sm90") -> Figure:
     """``models = {label: pipeline_model(...)}``, one panel each, on a common time axis.
 
     One row per shared-memory stage: light while a TMA load is in flight into it, dark while it
-    holds a landed K tile until the consumers release it. Below, the consumers: the wgmma of each
-    K tile (colored by the stage it reads) and the epilogues.
+    holds a landed K tile until the consumers release it. Below, the consumers: the MMAs of each
+    K tile (colored by the stage it reads) and the epilogues, named for ``arch`` (:data:`MMA_ROLES`:
+    Hopper's consumer warpgroups issue wgmma; on Blackwell one MMA warp issues tcgen05.mma and
+    epilogue warps of their own read tensor memory).
     """
+    mma_name, consumer_label = MMA_ROLES[arch]
     span = max(m["span"] for m in models.values())
     stage_colors = [colormaps["tab10"].colors[i] for i in range(10)]
     heights = [m["params"]["stages"] + 1.6 for m in models.values()]
@@ -188,7 +198,7 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
         several = p["tiles_per_cta"] * p["ctas"] > 1
         loads = [e for e in model["events"] if e["kind"] == "load"]
         mmas = [e for e in model["events"] if e["kind"] == "mma"]
-        for ld, mm in zip(loads, mmas):  # the j-th load feeds the j-th wgmma
+        for ld, mm in zip(loads, mmas):  # the j-th load feeds the j-th K tile's MMAs
             y = stages - ld["stage"]
             color = stage_colors[ld["stage"] % 10]
             name = (f"t{ld['cta'] * p['tiles_per_cta'] + ld['tile']} " if several else "") + ld["label"]
@@ -212,7 +222,7 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
             ax.axvline(end, color="black", linestyle="--", linewidth=1)
             ax.text(end, stages + 0.55, " next CTA starts", fontsize=TEXT_PT, va="center")
         ax.set_yticks(list(range(stages, 0, -1)) + [0])
-        ax.set_yticklabels([f"stage {s}" for s in range(stages)] + ["consumers:\nwgmma,\nepilogue"], fontsize=TEXT_PT)
+        ax.set_yticklabels([f"stage {s}" for s in range(stages)] + [consumer_label], fontsize=TEXT_PT)
         ax.tick_params(labelsize=TEXT_PT)
         ax.set_ylim(-0.6, stages + 0.9)
         ax.set_title(f"{label}: {stages} stage{'s' if stages > 1 else ''}, {p['k_tiles']} K tiles per tile, "
@@ -230,7 +240,7 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
     p = next(iter(models.values()))["params"]
     return set_caption(fig, "A schematic from gemm_course.sim.pipeline_model, not a measurement: the stage counts, K tiles "
                             f"and tiles per CTA follow the configs; the durations are made up (a load takes {p['load']:g} "
-                            f"units from issue to landing, a K tile's wgmma {p['mma']:g}, an epilogue {p['epilogue']:g}). "
+                            f"units from issue to landing, a K tile's {mma_name} {p['mma']:g}, an epilogue {p['epilogue']:g}). "
                             "Colour = stage; t<i> k<j>: K tile j of the CTA's i-th tile.", alt="Schematic timeline")
 
 

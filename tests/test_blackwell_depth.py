@@ -1,0 +1,145 @@
+"""The Blackwell half as deep as the Hopper half (issue 33), for chapters 6-11.
+
+* Annotated hunks: a chapter's Blackwell section shows excerpts of its step's code, cut from the
+  kernel source (:func:`gemm_course.source.region`, :func:`~gemm_course.source.method_source`,
+  through ``chapter.show_hunk``), with the PTX they compile to found by pattern
+  (:func:`~gemm_course.source.ptx_lines`), before the full diff; a "Why" subsection computes its
+  number in a code cell.
+* Figures that agree with tables and with the step they draw.
+* Exercise solutions behind a toggle labelled "Solution".
+
+Chapters are read as text from their MyST Markdown sources (notebooks/NN_*.md).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gemm_course import chapter, source, viz
+
+ROOT = Path(__file__).resolve().parents[1]
+MY_CHAPTERS = (6, 7, 8, 9, 10, 11)
+HUNK_CHAPTERS = (6,)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
+
+
+def chapter_text(number: int) -> str:
+    (path,) = ROOT.glob(f"notebooks/{number:02d}_*.md")
+    return path.read_text()
+
+
+def blackwell_section(text: str) -> str:
+    """From the first ``##`` section (Blackwell's: tests/test_chapter_order.py) to the Hopper one."""
+    start = text.index("\n## ")
+    hopper = re.search(r"\n## .*(Hopper|sm90)", text[start:])
+    return text[start:start + hopper.start()] if hopper else text[start:]
+
+
+PTX = """\
+.visible .entry kernel(
+{
+\t// begin inline asm
+\tmbarrier.try_wait.parity.shared.b64 P1, [%r1], %r2, 10000000;
+\tcp.async.bulk.tensor.2d.shared::cluster.global [%r3], [%rd1, {%r4, %r5}], [%r6];
+$L__BB0_1:
+\tmbarrier.try_wait.parity.shared.b64 P1, [%r7], %r8, 10000000;
+\ttcgen05.mma.cta_group::2.kind::f16 [%r9], %rd2, %rd3, %r10, {%r11, %r12, %r13, %r14, %r15, %r16, %r17, %r18}, %p1;
+\ttcgen05.mma.cta_group::2.kind::f16 [%r9], %rd4, %rd5, %r10, {%r11, %r12, %r13, %r14, %r15, %r16, %r17, %r18}, %p2;
+\ttcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%r19], %rs1;
+\ttcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%r20], %r21;
+}
+"""
+
+
+@pytest.mark.fast
+def test_ptx_lines_finds_each_pattern_in_program_order_and_shortens_register_lists():
+    lines = source.ptx_lines(PTX, [r"tcgen05\.commit", r"tcgen05\.mma"])
+    assert lines[0].startswith("tcgen05.mma") and lines[1].startswith("tcgen05.commit")
+    assert "{%r11, ..., %r18}" in lines[0]
+    assert len(source.ptx_lines(PTX, [(r"tcgen05\.mma", 2)])) == 2
+
+
+@pytest.mark.fast
+def test_ptx_lines_windows_and_last_matches():
+    # the MMA warp's wait: the last try_wait before the first MMA, past the loads
+    (wait,) = source.ptx_lines(PTX, [(r"mbarrier\.try_wait", -1)], after=r"cp\.async", before=r"tcgen05\.mma")
+    assert "[%r7]" in wait
+    assert source.ptx_lines(PTX, r"mbarrier\.try_wait")[0].endswith("[%r1], %r2, 10000000;")
+    with pytest.raises(ValueError, match="no PTX instruction matches"):
+        source.ptx_lines(PTX, [r"tcgen05\.ld"])
+    with pytest.raises(ValueError, match="no PTX instruction matches"):  # none after the alloc
+        source.ptx_lines(PTX, [r"tcgen05\.mma"], after=r"tcgen05\.alloc")
+
+
+@pytest.mark.fast
+def test_region_cuts_one_banner_block_of_the_resolved_method():
+    text = source.region("sm100/6", "2b")
+    assert text.startswith("# 2b. MMAs") and "consumer_wait" in text and "producer_commit" in text
+    assert "2c." not in text and "take_tensor_memory" not in text
+    assert not text.startswith(" ")  # dedented
+    assert source.region("sm100/6", "3").splitlines()[-1].strip() == "tmem.free(tCtAcc.iterator)"
+    with pytest.raises(ValueError, match="no banner"):
+        source.region("sm100/6", "9z")
+
+
+@pytest.mark.fast
+def test_method_source_names_the_step_that_defines_it():
+    where, text = source.method_source("sm100/6", "load_k_tile")
+    assert where == "sm100/5" and "producer_acquire" in text
+    with pytest.raises(ValueError):
+        source.method_source("sm100/6", "no_such_method")
+
+
+@pytest.mark.fast
+def test_hunk_markdown_is_the_excerpt_then_its_ptx():
+    text = chapter.hunk_markdown("sm100/6", "2b", ptx=PTX, patterns=[r"tcgen05\.mma"])
+    code, _, ptx = text.partition("compiles to")
+    assert "`sm100/6`" in code and "phase 2b" in code and source.region("sm100/6", "2b").strip() in code
+    assert ptx.count("tcgen05.mma") == 1
+    assert "compiles to" not in chapter.hunk_markdown("sm100/6", method="mma_k_tile")
+
+
+@pytest.mark.fast
+def test_blackwell_pipeline_schematic_names_tcgen05_and_one_mma_warp():
+    models = {"sm100/6": viz.pipeline_model(6, 8)}
+    fig = viz.pipeline_timeline(models, arch="sm100")
+    texts = " ".join(t.get_text() for ax in fig.axes for t in ax.get_yticklabels() + ax.texts + [ax.title])
+    assert "tcgen05.mma" in texts and "MMA warp" in texts and "tcgen05.mma" in fig.caption
+    assert "wgmma" not in texts + fig.caption
+    hopper = viz.pipeline_timeline(models)
+    assert "wgmma" in hopper.caption and "tcgen05" not in hopper.caption
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("number", HUNK_CHAPTERS)
+def test_blackwell_section_shows_hunks_with_ptx_before_the_full_diff(number):
+    section = blackwell_section(chapter_text(number))
+    hunk = section.find("chapter.show_hunk(")
+    assert hunk != -1, f"chapter {number}'s Blackwell section shows no excerpt (chapter.show_hunk)"
+    assert re.search(r"chapter\.show_hunk\([^)]*ptx=", section, re.S), "no excerpt with its PTX"
+    diff = section.find("chapter.show_diff(")
+    assert diff == -1 or hunk < diff, "the full diff comes before the excerpts"
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("number", HUNK_CHAPTERS)
+def test_blackwell_section_has_a_why_computed_in_code(number):
+    section = blackwell_section(chapter_text(number))
+    why = re.search(r"^### Why.*$", section, re.M)
+    assert why, f"chapter {number}'s Blackwell section has no 'Why' subsection"
+    body = section[why.end():]
+    body = body[:body.find("\n### ")] if "\n### " in body else body
+    assert "```{code-cell}" in body, "the Why's number is typed, not computed"
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("number", MY_CHAPTERS)
+def test_solutions_are_behind_a_toggle_labelled_solution(number):
+    text = chapter_text(number)
+    cells = re.findall(r"```\{code-cell\} ipython3\n(.*?)\n```", text, re.S)
+    solutions = [c for c in cells if re.search(r"^# Solution", c, re.M)]
+    assert solutions, f"chapter {number} has no solution cell"
+    for cell in solutions:
+        assert 'code_prompt_show: "Solution"' in cell and "hide-cell" in cell, cell[:200]
