@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import chapter, source, viz
+from gemm_course import chapter, sim, source, viz
+from gemm_course.viz.pipelines import format_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 MY_CHAPTERS = (6, 7, 8, 9, 10, 11)
-HUNK_CHAPTERS = (6,)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
+HUNK_CHAPTERS = (6, 7)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
 
 
 def chapter_text(number: int) -> str:
@@ -143,3 +144,20 @@ def test_solutions_are_behind_a_toggle_labelled_solution(number):
     assert solutions, f"chapter {number} has no solution cell"
     for cell in solutions:
         assert 'code_prompt_show: "Solution"' in cell and "hide-cell" in cell, cell[:200]
+
+
+@pytest.mark.fast
+def test_format_duration_rounds_as_the_chapters_print():
+    assert format_duration(39.3142) == "39.3" and format_duration(412.7) == "413" and format_duration(2.0) == "2.0"
+
+
+@pytest.mark.fast
+def test_tmem_timeline_titles_print_the_span_as_the_chapter_does():
+    """Chapter 7's titles: the span rounded by format_duration, with its unit, never ``39.3142``."""
+    plans = {f"{n}": sim.tmem_plan([17.6571] * 2, [2.0] * 2, n, 256) for n in (1, 2)}
+    fig = viz.tmem_timeline(plans, unit="us")
+    for ax, plan in zip(fig.axes, plans.values()):
+        title = ax.get_title(loc="left")
+        assert title.endswith(f"take {format_duration(plan.span)} us"), title
+        assert not re.search(r"\d\.\d{2,}", title), title
+    assert "us" in fig.axes[-1].get_xlabel()

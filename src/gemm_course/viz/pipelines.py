@@ -244,11 +244,20 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
                             "Colour = stage; t<i> k<j>: K tile j of the CTA's i-th tile.", alt="Schematic timeline")
 
 
-def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over time (model)") -> Figure:
+def format_duration(value: float) -> str:
+    """A modelled duration as figures and prose print it: one decimal below 100, none above
+    (``39.3142`` -> ``'39.3'``, ``412.7`` -> ``'413'``)."""
+    return f"{value:.1f}" if abs(value) < 100 else f"{value:.0f}"
+
+
+def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over time (model)",
+                  unit: str = "model units") -> Figure:
     """``plans = {label: gemm_course.sim.TmemPlan}``, one panel each: TMEM columns (up) against time.
 
     Each accumulator stage is a band of ``tile_n`` columns; a solid bar while the MMA warp writes
-    tile t into it, a hatched bar while the epilogue reads it. Bars of one stage never overlap."""
+    tile t into it, a hatched bar while the epilogue reads it. Bars of one stage never overlap.
+    ``unit``: what the plans' durations are in (``"us"`` where they come from a rate); each
+    panel's span is printed with :func:`format_duration`."""
     span = max(p.span for p in plans.values())
     fig = new_figure(PAGE_WIDTH, 1.4 + 1.5 * len(plans))
     axes = np.atleast_1d(fig.subplots(len(plans), 1, sharex=True))
@@ -267,9 +276,9 @@ def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over 
         ax.tick_params(labelsize=TEXT_PT)
         ax.set_ylabel("TMEM column", fontsize=TEXT_PT)
         ax.set_title(f"{label}: {plan.acc_stages} x {plan.tile_n} columns ({plan.allocated} allocated); "
-                     f"{len(plan.of('mma'))} tiles take {plan.span:g}", fontsize=TEXT_PT + 1, loc="left")
+                     f"{len(plan.of('mma'))} tiles take {format_duration(plan.span)} {unit}", fontsize=TEXT_PT + 1, loc="left")
     axes[-1].set_xlim(0, span * 1.01)
-    axes[-1].set_xlabel("time (model units, not measured)", fontsize=TEXT_PT)
+    axes[-1].set_xlabel(f"time ({unit}, modelled, not measured)", fontsize=TEXT_PT)
     fig.suptitle(title, fontsize=TEXT_PT + 1)
     return set_caption(fig, "From gemm_course.sim.tmem_plan: tile t uses stage t mod acc_stages; solid: "
                             "the MMA warp writes the stage, hatched: the epilogue reads it. With one stage "
