@@ -218,3 +218,77 @@ def test_split_decode_tiles_are_correct_launch_after_launch(gather):
             torch.cuda.synchronize()
             assert relative_error(c, ref) < run.TOLERANCE, (m, n, k)
         assert int(launch.workspace[1].abs().sum()) == 0
+
+
+# ---- where each accumulator element lands in the staging buffer (no GPU needed) -----------------
+
+
+def epilogue_paths(config, c_m_major: bool, transpose_store=None) -> list:
+    """Step 4's epilogue as step 12 runs it, element by element: each consumer thread's accumulator
+    registers (the wgmma fragment's (row, col), from the step's own tiled MMA), in the order
+    ``epilogue_tma`` moves them into each sub-tile's fragment, through the stmatrix it issues (by
+    the instruction's definition: ``layouts._written``) into the staging buffer's swizzled bytes
+    (``make_epilogue_operands`` on C, or on C^T when ``c_m_major``). ``transpose_store``: force the
+    stmatrix's transposition, to show a wrong pairing fail. The same bookkeeping as
+    ``kernels/sm100/layouts.epilogue_paths``."""
+    import cutlass.cute as cute
+    from cutlass.cute.nvgpu import warp
+
+    from gemm_course.kernels.sm90.step02_wgmma_tma import C_DTYPE
+    from gemm_course.kernels.sm100 import layouts
+
+    gemm = step12.Gemm(config)
+    found = {}
+
+    def probe(mC):
+        epi_layout, _, _ = gemm.make_epilogue_operands(step12.transposed(mC) if c_m_major else mC)
+        tiled_mma = gemm.make_tiled_mma()
+        tile = cute.make_identity_tensor(gemm.tile_mnk[:2])
+        staging = cute.make_identity_tensor((config.tile_m, config.epi_n, config.epi_stages))
+        trans = gemm.c_layout.is_m_major_c() if transpose_store is None else transpose_store
+        atom = cute.make_copy_atom(warp.StMatrix8x8x16bOp(trans, 4), C_DTYPE)
+        r2s = cute.make_tiled_copy_S(atom, cute.make_tiled_copy_C_atom(atom, tiled_mma))
+        found.update(loaded={}, dest={}, op=atom.op, vals=cute.size(atom.layout_src_tv, mode=[1]),
+                     dst_vals=cute.size(atom.layout_dst_tv, mode=[1]), staging=layouts._offsets(epi_layout.outer),
+                     swizzle=(epi_layout.inner.num_bits, epi_layout.inner.num_base, epi_layout.inner.num_shift))
+        for t in range(gemm.consumer_threads):
+            thr = r2s.get_slice(t)
+            found["loaded"][t] = layouts._coords(r2s.retile(tiled_mma.get_slice(t).partition_C(tile)))
+            found["dest"][t] = layouts._coords(thr.partition_D(staging))  # (R2S, R2S_M, R2S_N, stages)
+            if t == 0:
+                frag = cute.make_layout(cute.shape(thr.partition_S(staging))[:3])
+                found.update(frag=layouts._offsets(frag), store_shape=frag.shape, dst_shape=thr.partition_D(staging).shape)
+
+    probe.__annotations__ = {"mC": cute.Tensor}
+    arch.trace(cute.jit(probe), arch.fake_operands()[2], target="sm_90a")
+    # register v of sub-tile i's fragment holds element i * size + v of the retiled accumulator, and
+    # the copy reads the fragment in its own order
+    found["load_registers"] = found["store_registers"] = found["frag"]
+    return layouts._paths(found, config.tile_m, config.epi_n, config.epi_stages, gemm.consumer_threads)
+
+
+PLACED = [STEP.config_for(GemmProblem(m, n, 4096)) for m, n in ((16, 4096), (100, 4096), (40, 1024))]
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("config", PLACED, ids=lambda c: f"{c.tile_m}x{c.tile_n}_epi{c.epi_n}")
+def test_every_element_lands_where_the_transposed_store_expects_it(config):
+    from gemm_course.kernels.sm100 import layouts
+
+    paths = epilogue_paths(config, c_m_major=True)
+    assert len(paths) == config.tile_m * config.tile_n
+    assert layouts.epilogue_mismatches(paths, config.epi_n, config.epi_stages) == []
+    # not vacuous: the untransposed stmatrix of step 11's row-major C misplaces most elements here
+    wrong = layouts.epilogue_mismatches(epilogue_paths(config, True, transpose_store=False), config.epi_n,
+                                        config.epi_stages)
+    assert len(wrong) > len(paths) // 2
+
+
+@pytest.mark.compile
+def test_the_row_major_epilogue_is_unchanged():
+    from gemm_course.kernels.sm100 import layouts
+
+    config = STEP.config_for(GemmProblem(4096, 4096, 4096))  # swap off: step 11's tile and C
+    paths = epilogue_paths(config, c_m_major=False)
+    assert len(paths) == config.tile_m * config.tile_n
+    assert layouts.epilogue_mismatches(paths, config.epi_n, config.epi_stages) == []
