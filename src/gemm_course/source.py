@@ -266,14 +266,14 @@ def ptx_lines(ptx: str, patterns, per_pattern: int = 1, after: Optional[str] = N
     ``per_pattern`` (or ``count``; a negative count takes the last ones) instructions that match it,
     searched in each stripped line (comments, labels and directives are skipped), returned in the
     compiled program's order with long register lists shortened (``{%r1, ..., %r32}``). ``after``
-    and ``before`` narrow the search to the instructions past the first match of ``after`` and
-    before the first later match of ``before`` (the MMA warp's wait is the last
+    and ``before`` narrow the search to the instructions from the first match of ``after`` on
+    and before the first later match of ``before`` (the MMA warp's wait is the last
     ``mbarrier.try_wait`` before the first ``tcgen05.mma``). A pattern that matches nothing raises:
     an excerpt must show what its code compiles to."""
     patterns = [patterns] if isinstance(patterns, (str, tuple)) else list(patterns)
     lines = [line.strip() for line in ptx.splitlines()]
     code = [i for i, line in enumerate(lines) if line and not line.startswith(("//", ".", "$", "{", "}"))]
-    for bound, keep in ((after, lambda i, a: i > a), (before, lambda i, a: i < a)):
+    for bound, keep in ((after, lambda i, a: i >= a), (before, lambda i, a: i < a)):
         if bound is None:
             continue
         anchor = next((i for i in code if re.search(bound, lines[i])), None)
