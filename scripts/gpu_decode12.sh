@@ -8,7 +8,8 @@
 #          against sm90/11 and cuBLAS, weights rotated out of L2 (OUT/tune_*.json)
 #   sweep  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12); then the same
-#          inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph)
+#          inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the kernels
+#          cuBLAS runs there (scripts/cublas_kernels.py)
 #   scripts/gpu_decode12.sh OUT check tune     (then)     scripts/gpu_decode12.sh OUT sweep
 set -uo pipefail
 out=${1:?output folder}
@@ -51,6 +52,8 @@ nks="4096x4096 14336x4096 4096x14336 6144x4096 2048x8192"
 shapes=$(for m in $ms; do for nk in $nks; do echo -n "${m}x${nk} "; done; done)
 python3 -m gemm_course bench sm90/12 sm90/11 --shapes $shapes --rounds 5 --repeats 50 --rotate --out "$out" --tag decode12 \
   2>&1 | tee "$out/decode12.log" | tail -40 || status=1
+python3 scripts/cublas_kernels.py 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 \
+  16x1024x4096 2>&1 | tee "$out/cublas_kernels_decode12.txt" | tail -10  # which kernels cuBLAS ran
 python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
