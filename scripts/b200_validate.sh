@@ -1,5 +1,5 @@
 #!/bin/bash
-# The B200 kit: validate and time the Blackwell ladder (sm100/1..11) on a B200 in one command, and
+# The B200 kit: validate and time the Blackwell ladder (sm100/1..12) on a B200 in one command, and
 # leave the records where the book reads them. From anywhere:
 #   bash scripts/b200_validate.sh OUT        (or: make b200 OUT=...)
 # Phases, each logged under OUT: the GPU check (any other GPU, or none, stops at once with exit 2),
@@ -84,7 +84,7 @@ fi
 # ragged shapes (a wait that never completes names its barrier and traps), then its timed build on the
 # GPU tests' random shapes, then memcheck; a step that fails or hangs is reported and the next one runs.
 sanitizer=$(command -v compute-sanitizer || ls "${CUDA_HOME:-/usr/local/cuda}"/bin/compute-sanitizer 2>/dev/null | head -1)
-steps="sm100/2 sm100/3 sm100/4 sm100/5 sm100/6 sm100/7 sm100/8 sm100/9 sm100/10 sm100/11"
+steps="sm100/2 sm100/3 sm100/4 sm100/5 sm100/6 sm100/7 sm100/8 sm100/9 sm100/10 sm100/11 sm100/12"
 [ "${NAIVE:-1}" = 0 ] || steps="sm100/1 $steps"
 phase stepwise 43200 $PY -m gemm_course.stepwise run "$out" $steps ${sanitizer:+--sanitizer "$sanitizer"}
 [ $rc = 0 ] || failed=1

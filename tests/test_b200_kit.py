@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import arch, b200, records, schedule
+from gemm_course import arch, b200, ladder, records, schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "b200_validate.sh"
@@ -134,13 +134,13 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     assert "-m pytest -q -m gpu -k not sm90 and not random_shapes" in cmd["pytest_gpu"]
     assert "tests/test_gpu.py" in cmd["pytest_gpu"]
     stepwise = cmd["stepwise"].split()
-    assert stepwise[stepwise.index("run") + 2:stepwise.index("--sanitizer")] == [f"sm100/{n}" for n in range(1, 12)]
+    assert stepwise[stepwise.index("run") + 2:stepwise.index("--sanitizer")] == [s.key for s in ladder.steps("sm100")]
     assert stepwise[stepwise.index("--sanitizer") + 1].endswith("compute-sanitizer")
     for tool in ("racecheck", "synccheck"):
         assert f"compute-sanitizer --tool {tool}" in cmd[f"sanitize_{tool}"]
         assert f"scripts/b200_sanitize.py {tool}" in cmd[f"sanitize_{tool}"]
     ladder_cmd = cmd["ladder"].split()
-    assert [a for a in ladder_cmd if a.startswith("sm")] == [f"sm100/{n}" for n in range(1, 12)]
+    assert [a for a in ladder_cmd if a.startswith("sm")] == [s.key for s in ladder.steps("sm100")]
     assert "--shapes 4096 8192 " in cmd["ladder"] and "--tag ladder" in cmd["ladder"]
     for name, order in (("broad_sweep", 1), ("broad_sweep_reversed", -1)):  # the broad sweep, both orders
         sweep = cmd[name].split()
@@ -326,19 +326,20 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
         "gpu_check", "doctor", "stepwise", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed",
         "tail_ab", "copy"]
     steps_table = proc.stdout[proc.stdout.index("== steps"):]
-    assert steps_table.count("sm100/") >= 11
+    blackwell = len(ladder.steps("sm100"))
+    assert steps_table.count("sm100/") >= blackwell
     timed = re.search(r"^ladder: .*bench (.*) --shapes", status, flags=re.M).group(1).split()
     if fail:
         assert proc.returncode == 1
         assert "stepwise: FAILED (exit 1)" in status
-        assert "sm100/5" not in timed and len(timed) == 10, "the failed step is not timed; the others are"
+        assert "sm100/5" not in timed and len(timed) == blackwell - 1, "the failed step is not timed; the others are"
         assert "producer_acquire(state) (empty barrier)" in steps_table
-        assert len(records.load_records(str(results))) == 10 * 2 + 2 * 46
+        assert len(records.load_records(str(results))) == (blackwell - 1) * 2 + 2 * 46
         return
-    assert timed == [f"sm100/{n}" for n in range(1, 12)]
+    assert timed == [s.key for s in ladder.steps("sm100")]
     copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
     assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 3
-    assert len(records.load_records(str(results))) == 11 * 2 + 2 * 46
+    assert len(records.load_records(str(results))) == blackwell * 2 + 2 * 46
     tail = proc.stdout[proc.stdout.index("== records"):]
     assert "broad sweep sm100/11: 46 shapes" in tail and "broad sweep reversed sm100/11: 46 shapes" in tail
     assert "pull request" in tail
@@ -350,3 +351,9 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
     assert [p.name.split("_b200_")[1] for p in published] == sorted(p.name for p in out.glob("*.log"))
     for log in list(out.glob("*.log")) + published:  # (the fake python's own folder would be a real one's, e.g. /usr/bin)
         assert str(out) not in log.read_text() and str(results) not in log.read_text(), log.name
+
+
+@pytest.mark.fast
+def test_the_kit_checks_every_blackwell_step():
+    """The kit's list of steps is the ladder's (step 12, the memory roofline's, included)."""
+    assert b200.kit_steps() == [s.key for s in ladder.steps("sm100")]

@@ -80,7 +80,7 @@ def check_machine(machine: Optional[arch.Machine] = None, arch_list: Optional[li
         cc = ".".join(map(str, m.capability))
         found = f"device 0 is {m.gpu_name} (compute capability {cc}, course target {m.target or 'none'})"
     message = (
-        f"b200_validate.sh stops: {found}. This kit validates and times the Blackwell ladder (sm100/1..11) and "
+        f"b200_validate.sh stops: {found}. This kit validates and times the Blackwell ladder (sm100/1..12) and "
         f"needs a B200-class GPU as device 0: compute capability 10.0 (B200, GB200), target {TARGET}, whose code "
         f"runs on 10.0 only (a B300 is 10.3); nothing was run "
         f"and nothing was written under results/. {HINT}"

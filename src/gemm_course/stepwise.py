@@ -40,6 +40,8 @@ DEBUG_SHAPES = [(256, 256, 64), (128, 256, 72), (384, 512, 200), (200, 264, 136)
 MANY_TILES = [(4096, 2048, 64)]
 # step 11: grids whose last wave is cut along K (schedule.tail_parts), one with ragged edges
 SPLIT_TAILS = [(1024, 1024, 4096), (1000, 1000, 4000)]
+# steps built for the memory roofline (step 12): decode-sized GEMMs, one token to 256, split along K
+DECODE = [(1, 4096, 4096), (16, 1024, 520), (100, 2048, 1000), (256, 1024, 4096)]
 
 
 def debug_shapes(step) -> list:
@@ -47,7 +49,8 @@ def debug_shapes(step) -> list:
     from .problem import GemmProblem
 
     out = []
-    extra = (MANY_TILES if step.number >= 8 else []) + (SPLIT_TAILS if step.number == 11 else [])
+    extra = (MANY_TILES if step.number >= 8 else []) + (SPLIT_TAILS if step.number >= 11 else [])
+    extra += DECODE if step.roofline == "memory" else []
     for m, n, k in DEBUG_SHAPES + extra:
         for tm, tn in ((1, 1), (64, 256), (128, 256), (128, 128), (256, 256)):
             shape = (-(-m // tm) * tm, -(-n // tn) * tn, k)
