@@ -23,7 +23,7 @@ from gemm_course.viz.pipelines import format_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 MY_CHAPTERS = (6, 7, 8, 9, 10, 11)
-HUNK_CHAPTERS = (6, 7, 9, 10)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
+HUNK_CHAPTERS = (6, 7, 9, 10, 11)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
 
 
 def chapter_text(number: int) -> str:
@@ -162,3 +162,21 @@ def test_tmem_timeline_titles_print_the_span_as_the_chapter_does():
         assert title.endswith(f"take {format_duration(plan.span)} us"), title
         assert not re.search(r"\d\.\d{2,}", title), title
     assert "us" in fig.axes[-1].get_xlabel()
+
+
+@pytest.mark.fast
+def test_excerpt_cuts_a_compound_statement_or_a_run_of_siblings():
+    branch = source.excerpt("sm100/11", "hand_over", r"^\s*else:")
+    assert branch.startswith("else:") and 'sem="release"' in branch and "return last" not in branch
+    flags = source.excerpt("sm100/11", "hand_over", r"if tidx == 0:  # every other")
+    assert 'sem="acquire"' in flags and "make_tmem_store" not in flags  # the if's body only, not its siblings
+    loop = source.excerpt("sm100/11", "kernel", r"u, valid = own_unit")
+    assert loop.splitlines()[-1] == "mainloop_pipeline.producer_tail(load_state)"  # siblings to the block's end
+    with pytest.raises(ValueError, match="not 2"):
+        source.excerpt("sm100/11", "hand_over", r"^\s*else:", occurrence=2)
+
+
+@pytest.mark.fast
+def test_chapter_11_states_its_objectives_before_the_banner():
+    text = chapter_text(11)
+    assert text.index("**Learning objectives.**") < text.index("```{admonition}") < text.index("```{code-cell}")

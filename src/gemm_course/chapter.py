@@ -66,16 +66,22 @@ def show_diff(step) -> None:
 
 def hunk_markdown(step, label: Optional[str] = None, method: str = "kernel", ptx: Optional[str] = None,
                   patterns: Sequence = (), per_pattern: int = 1, after: Optional[str] = None,
-                  before: Optional[str] = None) -> str:
+                  before: Optional[str] = None, start: Optional[str] = None, occurrence: int = 1,
+                  stop: Optional[str] = None) -> str:
     """The Markdown of :func:`show_hunk`: a heading line naming the step and method the excerpt comes
-    from, the excerpt (:func:`gemm_course.source.region` of ``label``, or the whole method), and,
-    with ``ptx`` and ``patterns``, the PTX instructions :func:`gemm_course.source.ptx_lines` finds."""
+    from, the excerpt (:func:`gemm_course.source.region` of ``label``; else, with ``start``,
+    :func:`gemm_course.source.excerpt`; else the whole method), and, with ``ptx`` and ``patterns``,
+    the PTX instructions :func:`gemm_course.source.ptx_lines` finds."""
     from . import source
 
     step = ladder.get(step)
     where, whole = source.method_source(step, method)
-    code = whole if label is None else source.region(step, label, method)
-    part = "" if label is None else f", phase {label}"
+    if label is not None:
+        code, part = source.region(step, label, method), f", phase {label}"
+    elif start is not None:
+        code, part = source.excerpt(step, method, start, occurrence, stop), " (excerpt)"
+    else:
+        code, part = whole, ""
     text = f"`{step.key}`: `Gemm.{method}`{part} (defined in `{where}`)\n\n```python\n{code.rstrip()}\n```"
     if ptx is not None and patterns:
         lines = source.ptx_lines(ptx, patterns, per_pattern=per_pattern, after=after, before=before)
@@ -85,10 +91,11 @@ def hunk_markdown(step, label: Optional[str] = None, method: str = "kernel", ptx
 
 def show_hunk(step, label: Optional[str] = None, method: str = "kernel", ptx: Optional[str] = None,
               patterns: Sequence = (), per_pattern: int = 1, after: Optional[str] = None,
-              before: Optional[str] = None) -> None:
+              before: Optional[str] = None, start: Optional[str] = None, occurrence: int = 1,
+              stop: Optional[str] = None) -> None:
     """Display a short excerpt of ``step``'s code and the PTX it compiles to (:func:`hunk_markdown`):
     the annotated hunks a chapter explains line by line before its full diff."""
-    display(Markdown(hunk_markdown(step, label, method, ptx, patterns, per_pattern, after, before)))
+    display(Markdown(hunk_markdown(step, label, method, ptx, patterns, per_pattern, after, before, start, occurrence, stop)))
 
 
 def introduce(key, parent) -> tuple:

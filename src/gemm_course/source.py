@@ -233,6 +233,28 @@ def method_source(step, name: str) -> tuple:
     return members[name]
 
 
+def _block(lines: list, start: int, stop: Optional[str] = None) -> str:
+    """``lines[start]`` and what follows it: a compound statement (a line ending in ``:``, such as
+    ``if last:``) with its body only; any other line with the lines after it up to the end of the
+    block it sits in (the first line indented less than it); either way up to the first later
+    line matching ``stop`` or a numbered banner (``# 2b. ...``). Dedented, trailing blank lines
+    dropped."""
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    compound = lines[start].split("#")[0].rstrip().endswith(":")
+    end = start + 1
+    while end < len(lines):
+        line = lines[end]
+        depth = len(line) - len(line.lstrip())
+        if line.strip() and (depth < indent or (compound and depth == indent) or _BANNER.match(line)
+                             or (stop is not None and re.search(stop, line))):
+            break
+        end += 1
+    body = lines[start:end]
+    while body and not body[-1].strip():
+        body.pop()
+    return textwrap.dedent("\n".join(body)) + "\n"
+
+
 def region(step, label: str, method: str = "kernel") -> str:
     """The lines of ``Gemm.method`` (as ``step`` resolves it) under the banner ``# {label}. ...``
     (``"2b"`` finds ``# 2b. MMAs ...``): from the banner to the next banner or to the end of the
@@ -242,17 +264,21 @@ def region(step, label: str, method: str = "kernel") -> str:
     start = next((i for i, line in enumerate(lines) if (m := _BANNER.match(line)) and m.group(1) == label), None)
     if start is None:
         raise ValueError(f"{where}'s {method} has no banner '# {label}. '")
-    indent = len(lines[start]) - len(lines[start].lstrip())
-    end = start + 1
-    while end < len(lines):
-        line = lines[end]
-        if line.strip() and (len(line) - len(line.lstrip()) < indent or _BANNER.match(line)):
-            break
-        end += 1
-    body = lines[start:end]
-    while body and not body[-1].strip():
-        body.pop()
-    return textwrap.dedent("\n".join(body)) + "\n"
+    return _block(lines, start)
+
+
+def excerpt(step, method: str, start: str, occurrence: int = 1, stop: Optional[str] = None) -> str:
+    """Lines of ``Gemm.method`` (as ``step`` resolves it) for a method without banners: from the
+    ``occurrence``-th line matching the regular expression ``start`` to the end of the block that
+    line sits in, or to the first later line matching ``stop`` (excluded), dedented (:func:`_block`:
+    ``start`` = ``r"if last:"`` cuts the ``if`` with its body; a plain statement runs on through
+    its siblings to the end of their block)."""
+    where, src = method_source(step, method)
+    lines = src.splitlines()
+    hits = [i for i, line in enumerate(lines) if re.search(start, line)]
+    if len(hits) < occurrence:
+        raise ValueError(f"{where}'s {method} has {len(hits)} line(s) matching {start!r}, not {occurrence}")
+    return _block(lines, hits[occurrence - 1], stop)
 
 
 _REGISTER_LIST = re.compile(r"\{(%\w+)(?:, %\w+){3,}, (%\w+)\}")
