@@ -48,7 +48,7 @@ import warnings
 import torch
 
 from . import arch, b200, ladder, plan, run
-from .problem import ELEMS_PER_16B, GemmInputError, GemmProblem, shape_rules
+from .problem import ELEMS_PER_16B, GemmInputError, GemmProblem, operand_rule, shape_rules
 from .problem import validate as validate_gemm
 
 # what the GEMM's messages call A, B and C, said once after a message of run.prepare's checks
@@ -389,7 +389,7 @@ def _operands(input, weight, bias, out, device_type: str):
         raise GemmInputError(_NO_BACKWARD)
     m, k = math.prod(lead), weight.shape[1]
     x = input.reshape(m, k)  # a view when the strides allow
-    if x.stride(1) != 1 or x.stride(0) < k or x.stride(0) % ELEMS_PER_16B or x.data_ptr() % 16:
+    if operand_rule("A", x):  # the GEMM's own rule for A: a view the kernel cannot read is copied, not refused
         x = x.clone(memory_format=torch.contiguous_format)  # TMA reads 16-byte aligned rows: a fresh copy has them
     if out is None:
         out2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
