@@ -108,3 +108,15 @@ def test_a_made_up_results_folder(tmp_path):
     assert th.run_date({"what": "no date here"}) is None
     assert "Synthetic GPU, 2030-01-02" in th.index_table(folder)
     assert "+10.0%" in th.effect_line("tile_ring", folder)
+
+
+@pytest.mark.fast
+def test_the_pages_tables_speak_the_books_words():
+    """No commit id, no "this session", no doubled full stop in what the tuning-history page shows of
+    the runs' own descriptions (issue 33); the records themselves keep them."""
+    text = th.index_table() + th.variants_table()
+    assert not re.findall(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b", text)
+    assert "this session" not in text.lower()
+    assert not re.findall(r"(?<!\.)\.\.(?=\s|\|)", text)
+    assert "earlier revision" in text  # the runs that named a commit still say they compared against one
+    assert th._cell("HEAD 019830d (sm90_base).. And this session's run") == "an earlier revision (sm90_base). And that day's run"

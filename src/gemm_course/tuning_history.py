@@ -269,7 +269,17 @@ def effect_figure(key: str, results_dir: Optional[str] = None):
 # ---------------------------------------------------------------------------------------------
 
 
+_REVISION = r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}"  # a commit id: hex, digits and letters
+
+
 def _cell(text: str) -> str:
+    """A run's own description as a table cell: one line, no pipes, and in the book's words: a
+    commit id becomes "an earlier revision" (the variants' names say which copy was which), the
+    lab's "this session" becomes "that day", and a doubled full stop a single one."""
+    text = re.sub(rf"\b(?:(?:the \w+ )?commit|HEAD) {_REVISION}\b", "an earlier revision", text)
+    text = re.sub(rf"\b{_REVISION}\b", "an earlier revision", text)
+    text = re.sub(r"\bthis session's\b", "that day's", re.sub(r"\bthis session\b", "that day", text))
+    text = re.sub(r"(?<!\.)\.\.(?=\s|$)", ".", text)
     return " ".join(text.replace("|", "/").split())
 
 
