@@ -180,3 +180,45 @@ def test_excerpt_cuts_a_compound_statement_or_a_run_of_siblings():
 def test_chapter_11_states_its_objectives_before_the_banner():
     text = chapter_text(11)
     assert text.index("**Learning objectives.**") < text.index("```{admonition}") < text.index("```{code-cell}")
+
+
+@pytest.mark.fast
+def test_a_bars_ratio_is_its_tables_rounding_of_the_same_record(tmp_path):
+    """Chapter 8's bar said 102% where its table said 1.00: a bar's label and the table's cell come
+    from the same record (its own run's cuBLAS) with the same rounding."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from synthetic import bench_record, write_runs
+
+    from gemm_course import records as rec
+
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/7", 610.0, 640.0, "2030-01-01T00:00:00")],
+                                 "b": [bench_record("sm90/8", 655.0, 642.0, "2030-01-02T00:00:00")]})
+    table = rec.step_table(recs, ("sm90/7", "sm90/8"), sizes=(4096,))
+    fig = chapter.step_bars(recs, (7, 8))
+    labels = [t.get_text() for t in fig.axes[0].texts if "of cuBLAS" in t.get_text()]
+    for key, (tflops, cublas) in {"sm90/7": (610.0, 640.0), "sm90/8": (655.0, 642.0)}.items():
+        cell = re.search(rf"\| {key} \| [^|]*?, (\d\.\d\d) of cuBLAS", table).group(1)
+        assert any(f"{tflops:.0f} TFLOP/s\n{cell} of cuBLAS" == label for label in labels), (key, cell, labels)
+        assert cell == f"{tflops / cublas:.2f}"
+    assert not any("%" in label for label in labels)
+
+
+@pytest.mark.fast
+def test_no_quoted_seed_panel_in_a_chapters_view(tmp_path):
+    """Chapters 4-11 draw steps 3-11: the seed's quoted B200 panel (steps 1-3) is not theirs to show,
+    on either architecture's chart."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from synthetic import bench_record, write_runs
+
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/3", 500.0, 640.0, "2030-01-01T00:00:00"),
+                                       bench_record("sm100/3", 900.0, 1400.0, "2030-01-01T00:00:00", gpu="B")]})
+    views = (viz.ladder_bars(recs, arch="sm90", seed=False), chapter.step_bars(recs, (3, 4)),
+             chapter.step_bars(recs, (3, 4), arch="sm100"))
+    for fig in views:
+        assert len(fig.axes) == 1 and "quoted" not in fig.caption
+        assert not any(p.get_hatch() for p in fig.axes[0].patches)
+    assert "quoted" in viz.ladder_bars(recs, arch="sm100").caption  # the whole ladder keeps the seed's figures

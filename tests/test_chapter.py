@@ -55,7 +55,7 @@ def test_step_bars_is_the_chapters_view(monkeypatch):
     monkeypatch.setattr(viz, "ladder_bars", lambda records, **kw: calls.append(kw))
     chapter.step_bars([], (3, 4), size=8192)
     assert calls == [dict(arch="sm90", shape=(8192, 8192, 8192), highlight=(3, 4), log=False,
-                          numbers=chapter.TENSOR_CORE_STEPS, live=None)]
+                          numbers=chapter.TENSOR_CORE_STEPS, live=None, seed=False, own_ratios=True)]
     assert list(chapter.TENSOR_CORE_STEPS) == list(range(3, 12))  # Hopper's step 11 too
 
 
@@ -98,7 +98,7 @@ def test_on_a_gpu_each_step_is_checked_then_timed(monkeypatch, capsys, shown):
     assert [c[0] for c in checked] == ["sm90/3", "sm90/4"] and all(len(c[1]) == 3 and c[2] == 0 for c in checked)
     assert timed == [(k, 4096, 4096, 4096, 20, 3, "notebooks/04_tma_store.ipynb") for k in ("sm90/3", "sm90/4")]
     assert bars == [dict(arch="sm90", shape=(4096, 4096, 4096), highlight=(3, 4), log=False,
-                         numbers=chapter.TENSOR_CORE_STEPS, live=live)]
+                         numbers=chapter.TENSOR_CORE_STEPS, live=live, seed=False, own_ratios=True)]
     assert shown == ["figure"]
     # Another architecture's chapter cell does not run here.
     assert chapter.check_and_time((3, 4), [], "x.ipynb", arch="sm100") == []

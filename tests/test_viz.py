@@ -54,6 +54,9 @@ def test_ladder_bars_one_run_draws_one_cublas_line(tmp_path):
     seed_ax = fig.axes[1]
     assert all(p.get_hatch() for p in seed_ax.patches) and "not measured" in seed_ax.get_title(loc="left")
     assert not any(p.get_hatch() for p in fig.axes[0].patches)
+    # own_ratios: each bar's ratio to its own run's cuBLAS, two decimals as the tables print it
+    own = " ".join(t.get_text() for t in viz.ladder_bars(recs, arch="sm90", own_ratios=True, seed=False).axes[0].texts)
+    assert "0.21 of cuBLAS" in own and "0.12 of cuBLAS" in own and "%" not in own  # 90 / 420, 50 / 400
 
 
 @pytest.mark.fast

@@ -110,9 +110,11 @@ def step_bars(records: Sequence[dict], numbers: Sequence[int], arch: str = "sm90
               live: Optional[Sequence[dict]] = None):
     """The newest record of each tensor-core step of ``arch`` (:data:`TENSOR_CORE_STEPS`) at
     ``size``^3 on a linear scale, the chapter's steps ``numbers`` outlined
-    (:func:`gemm_course.viz.ladder_bars`)."""
+    (:func:`gemm_course.viz.ladder_bars`). No quoted seed panel (the seed quotes steps 1-3 on a B200,
+    which a later chapter's view is not about), and each bar's ratio to its own run's cuBLAS,
+    rounded as the chapter's ``step_table`` rounds it, so the two agree."""
     return viz.ladder_bars(records, arch=arch, shape=(size, size, size), highlight=tuple(numbers), log=False,
-                           numbers=TENSOR_CORE_STEPS, live=live)
+                           numbers=TENSOR_CORE_STEPS, live=live, seed=False, own_ratios=True)
 
 
 def runnable_arch() -> Optional[str]:

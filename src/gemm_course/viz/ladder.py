@@ -30,7 +30,8 @@ DATASHEET = {name: card.datasheet_figures() for name, card in (("H200", H200), (
 
 
 def ladder_data(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, gpu: Optional[str] = None) -> dict:
-    """What :func:`ladder_bars` draws, as data: ``{number: record or None}``, and the seed's bars."""
+    """What :func:`ladder_bars` draws, as data: ``{number: record or None}``, and the seed's bars
+    (its B200 figures, quoted, at the seed's shape)."""
     measured = latest_per_step(records, arch, shape, gpu)
     seed = dict(SEED_B200_TFLOPS) if tuple(shape) == SEED_SHAPE else {}
     return {"measured": measured, "seed": seed}
@@ -48,9 +49,19 @@ def _gpus(recs) -> str:
     return ", ".join(sorted({str(r.get("gpu")) for r in recs})) or "?"
 
 
-def _value_text(rec: dict, reference: float) -> str:
-    """A bar's value and its share of the figure's one cuBLAS reference (TFLOP/s)."""
+def ratio_text(rec: dict) -> str:
+    """A record's ratio to the cuBLAS timed in its own run (``ratio_to_cublas``), rounded as the
+    chapters' tables print it (``records.step_table``: two decimals), three below 0.1."""
+    ratio = rec["ratio_to_cublas"]
+    return f"{ratio:.2f} of cuBLAS" if ratio >= 0.1 else f"{ratio:.3f} of cuBLAS"
+
+
+def _value_text(rec: dict, reference: Optional[float]) -> str:
+    """A bar's value and its share of cuBLAS: of the figure's one reference (TFLOP/s), or with
+    ``reference`` None its ratio to its own run's cuBLAS (:func:`ratio_text`)."""
     h = rec["tflops"]["median"]
+    if reference is None:
+        return f"{h:.3g} TFLOP/s\n{ratio_text(rec)}" if h < 10 else f"{h:.0f} TFLOP/s\n{ratio_text(rec)}"
     ratio = h / reference
     return f"{h:.3g} TFLOP/s\n{ratio:.1%} of cuBLAS" if ratio < 0.1 else f"{h:.0f} TFLOP/s\n{ratio:.0%} of cuBLAS"
 
@@ -68,18 +79,21 @@ def cublas_reference(recorded: dict, live: Optional[dict] = None) -> Optional[tu
 
 def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, gpu: Optional[str] = None,
                 live: Optional[Sequence[dict]] = None, log: bool = False, highlight: Sequence[int] = (),
-                numbers: Optional[Sequence[int]] = None) -> Figure:
+                numbers: Optional[Sequence[int]] = None, seed: bool = True, own_ratios: bool = False) -> Figure:
     """One horizontal bar per ladder step: the newest bench record of each (median, whiskers
-    min..max), its value and share of cuBLAS in a column at the right; a linear axis from 0 to just
+    min..max), its value and ratio to cuBLAS in a column at the right; a linear axis from 0 to just
     past the largest value drawn (``log``: a log axis instead).
 
     Two groups, drawn apart: the measured bars (top panel; the legend names the GPU and the dates)
     and, at 4096^3, the seed series' B200 figures, quoted from the seed, not measured here (bottom
-    panel, hatched grey).
+    panel, hatched grey; ``seed=False`` leaves them out, as a Hopper chart or a chapter's view of
+    later steps should).
 
     * cuBLAS: one reference per figure (:func:`cublas_reference`): the cuBLAS median timed in the
       same run as the highest-numbered step drawn, a dashed line; every bar's percentage is of it.
-      The caption names it, and the range of cuBLAS over the other runs drawn.
+      The caption names it, and the range of cuBLAS over the other runs drawn. With ``own_ratios``,
+      each bar shows instead its ratio to the cuBLAS of its own run, rounded as the chapters' tables
+      round it (:func:`ratio_text`), so a bar and a table row of the same record agree.
     * ``live``: records the running notebook measured on its GPU (not from ``results/``), drawn below the
       recorded bar of their step, with their own cuBLAS ticks.
     * no records: only the seed's bars, and a note that no measurement exists yet.
@@ -92,7 +106,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     m, n, k = shape
     highlight = set(highlight)
     data = ladder_data(records, arch, shape, gpu)
-    measured, seed = data["measured"], data["seed"]
+    measured, seed = data["measured"], (data["seed"] if seed else {})
     live_by_step = {}
     for rec in live or []:
         if shape_of(rec) == (m, n, k) and rec["step"].startswith(arch + "/"):
@@ -154,7 +168,8 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
                     xerr=[[max(h - t["min"], 0)], [max(t["max"] - h, 0)]], capsize=2.5, ecolor="black",
                     error_kw={"linewidth": 0.8}, edgecolor="black" if num in highlight else "none",
                     linewidth=2.0 if num in highlight else 0)
-            ax.text(1.02, y, _value_text(val, reference[0]), transform=blended, ha="left", va="center", fontsize=TEXT_PT,
+            label = _value_text(val, None if own_ratios else reference[0])
+            ax.text(1.02, y, label, transform=blended, ha="left", va="center", fontsize=TEXT_PT,
                     color="black" if name == "recorded" else "#1a6e1a", clip_on=False, linespacing=1.0)
             top = max(top, t["max"])
             lows.append(t["min"])
@@ -180,10 +195,13 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
                          if r is not ref_rec})
         spread = (f" The other bars' own runs timed cuBLAS at {others[0]}-{others[-1]} TFLOP/s"
                   if len(others) > 1 else f" The other bars' own runs timed cuBLAS at {others[0]} TFLOP/s" if others else "")
-        cublas_note = (f"Dashed line and every percentage: one cuBLAS reference, cuBLAS (torch.mm) at {m}x{n}x{k} timed "
+        cublas_note = (f"{'Dashed line' if own_ratios else 'Dashed line and every percentage'}: one cuBLAS reference, "
+                       f"cuBLAS (torch.mm) at {m}x{n}x{k} timed "
                        f"interleaved in the same run as step {ref_step}, {line:.0f} TFLOP/s ({ref_rec.get('gpu')}, "
                        f"{ref_rec.get('date', '')[:10]}, {ref_rec.get('_file') or 'this session'})."
-                       + (spread + ", so a percentage can differ from the ratio in its own record." if spread else ""))
+                       + (" Each bar's ratio is to the cuBLAS timed in its own run, rounded as in the tables."
+                          + (spread + "." if spread else "") if own_ratios else
+                          (spread + ", so a percentage can differ from the ratio in its own record." if spread else "")))
 
     if message:
         where = f" on {gpu}" if gpu else ""
