@@ -222,3 +222,23 @@ def test_no_quoted_seed_panel_in_a_chapters_view(tmp_path):
         assert len(fig.axes) == 1 and "quoted" not in fig.caption
         assert not any(p.get_hatch() for p in fig.axes[0].patches)
     assert "quoted" in viz.ladder_bars(recs, arch="sm100").caption  # the whole ladder keeps the seed's figures
+
+
+@pytest.mark.fast
+def test_chapter_11s_tail_figures_show_the_numbers_their_captions_name():
+    from gemm_course import schedule
+
+    fig = viz.dynamic_tail(19, 8, 64)  # as chapter 11 draws it
+    for ax, split in zip(fig.axes, (False, True)):
+        drawn = sorted(int(t.get_text()) for t in ax.texts if t.get_gid() == "tile-number")
+        assert drawn == sorted(r.tile for r in sim.dynamic_tail(19, 8, 64, split))
+    assert "Numbers" in fig.caption
+    fig = viz.stream_k_tail(1024, 66, 128)
+    whole = schedule.split_tail(1024, 66, 128, True)[0]
+    named = " ".join(t.get_text() for t in fig.axes[1].texts if t.get_gid() == "tail-tiles")
+    plans = schedule.plan(1024, 66, 128, True)
+    shown_rows = [int(t.get_text().split()[1]) for t in fig.axes[1].get_yticklabels()]
+    for c in shown_rows:
+        for index in {i for i, _, _ in plans[c] if i >= whole}:
+            assert str(index) in named, (c, index, named)
+    assert "tail tiles (cluster-tile numbers)" in fig.caption

@@ -159,7 +159,9 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
     """Each cluster's work from :func:`gemm_course.schedule.plan`, in K tiles, without and with the split tail.
 
     Bars are units (colored by cluster-tile); hatched bars are parts that hand a partial sum
-    over; the first ``show`` and last clusters are drawn. Time is counted in K tiles of work.
+    over; the first ``show`` and last clusters are drawn. Time is counted in K tiles of work. The
+    tail tiles a row works on are named at its right end (colours repeat; a part may be too narrow
+    to hold its number).
     """
     from .. import schedule
 
@@ -172,6 +174,7 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
         whole = schedule.split_tail(tiles, clusters, k_tiles, enabled)[0]
         longest = max(sum(e - b for _, b, e in units) for units in plans)
         per_inch = longest / 5.3  # K tiles per inch of the axis, roughly: a number is drawn where it fits
+        blended = ax.get_yaxis_transform()
         for row, c in enumerate(picked):
             t = 0
             for index, b, e in plans[c]:
@@ -180,6 +183,10 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
                 if index >= whole and (e - b) / per_inch >= 0.08 * len(str(index)) + 0.06:
                     ax.text(t + (e - b) / 2, row, str(index), ha="center", va="center", fontsize=TEXT_PT)
                 t += e - b
+            tail = sorted({index for index, _, _ in plans[c] if index >= whole})
+            if tail:
+                ax.text(1.01, row, "tail " + ", ".join(str(i) for i in tail), transform=blended, ha="left", va="center",
+                        fontsize=TEXT_PT, clip_on=False, gid="tail-tiles")
         ax.axvline(longest, color="red", linewidth=1)
         busy = schedule.busy_fraction(tiles, clusters, k_tiles, enabled)
         ax.set_title(f"{'Split tail' if enabled else 'Whole tiles only'}: longest cluster {longest} K tiles, "
@@ -190,10 +197,11 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
     axes[-1].set_xlabel("K tiles of work, in the order the cluster runs them")
     fig.suptitle(wrap_title(title or f"{tiles} cluster-tiles of {k_tiles} K tiles over {clusters} clusters", 72),
                  fontsize=TEXT_PT + 2)
-    return set_caption(fig, "From gemm_course.schedule.plan, the functions the kernel traces. Numbers name tail "
-                            "tiles; hatched parts start mid-tile and hand a partial sum to the cluster that "
-                            "computed the tile's first K tile. The red line is when the last cluster finishes, "
-                            "if every K tile took the same time and the hand-over were free.",
+    return set_caption(fig, "From gemm_course.schedule.plan, the functions the kernel traces. At the right of each "
+                            "row: the tail tiles (cluster-tile numbers) the cluster works on; hatched parts start "
+                            "mid-tile and hand a partial sum to the cluster that computed the tile's first K tile. "
+                            "The red line is when the last cluster finishes, if every K tile took the same time and "
+                            "the hand-over were free.",
                        alt="Two horizontal bar charts of each cluster's work")
 
 
@@ -212,6 +220,9 @@ def dynamic_tail(tiles: int, clusters: int, k_tiles: int, title: str = "") -> Fi
         for r in runs:
             ax.barh(r.cluster, r.loop_end - r.start, left=r.start, color=base[r.tile % len(base)], edgecolor="black",
                     linewidth=0.4, hatch="///" if r.kind == "part" else None)
+            ax.text((r.start + r.loop_end) / 2, r.cluster, str(r.tile), ha="center", va="center", fontsize=TEXT_PT,
+                    gid="tile-number", bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                                             "alpha": 0.8})
             if r.kind == "last":
                 ax.barh(r.cluster, r.end - r.loop_end, left=r.loop_end, color="0.6", edgecolor="black", linewidth=0.4)
         ax.axvline(span, color="red", linewidth=1)
@@ -226,7 +237,7 @@ def dynamic_tail(tiles: int, clusters: int, k_tiles: int, title: str = "") -> Fi
                  fontsize=TEXT_PT + 2)
     return set_caption(fig, "From gemm_course.sim.dynamic_tail, which hands out the units of "
                             "gemm_course.schedule.dynamic_plan (the functions the kernel traces) in launch order "
-                            "to whichever cluster is free first. Colors name cluster-tiles; hatched parts hand a "
+                            "to whichever cluster is free first. Numbers (and colours) name cluster-tiles; hatched parts hand a "
                             "partial sum over; gray is the last part adding the others' sums (FIXUP_K_TILES per "
                             "part, the rule's price). The red line is when the last cluster finishes.",
                        alt="Two timelines, one row per cluster, of step 10's whole tiles and step 11's split tail")
