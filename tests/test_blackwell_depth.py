@@ -23,7 +23,7 @@ from gemm_course.viz.pipelines import format_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 MY_CHAPTERS = (6, 7, 8, 9, 10, 11)
-HUNK_CHAPTERS = (6, 7, 9, 10, 11)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
+HUNK_CHAPTERS = (6, 7, 8, 9, 10, 11)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
 
 
 def chapter_text(number: int) -> str:
@@ -69,6 +69,10 @@ def test_ptx_lines_windows_and_last_matches():
     assert "[%r7]" in wait
     assert source.ptx_lines(PTX, r"mbarrier\.try_wait")[0].endswith("[%r1], %r2, 10000000;")
     assert source.ptx_lines(PTX, r"tcgen05\.alloc", after=r"tcgen05\.alloc")  # the window starts at its anchor
+    (second,) = source.ptx_lines(PTX, r"tcgen05\.mma", after=(r"tcgen05\.mma", 2))  # the n-th match as the anchor
+    assert "%rd4" in second
+    with pytest.raises(ValueError, match="3 times"):
+        source.ptx_lines(PTX, r"tcgen05\.mma", after=(r"tcgen05\.mma", 3))
     with pytest.raises(ValueError, match="no PTX instruction matches"):
         source.ptx_lines(PTX, [r"tcgen05\.ld"])
     with pytest.raises(ValueError, match="no PTX instruction matches"):  # none after the alloc

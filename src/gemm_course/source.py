@@ -284,8 +284,7 @@ def excerpt(step, method: str, start: str, occurrence: int = 1, stop: Optional[s
 _REGISTER_LIST = re.compile(r"\{(%\w+)(?:, %\w+){3,}, (%\w+)\}")
 
 
-def ptx_lines(ptx: str, patterns, per_pattern: int = 1, after: Optional[str] = None,
-              before: Optional[str] = None) -> list:
+def ptx_lines(ptx: str, patterns, per_pattern: int = 1, after=None, before=None) -> list:
     """PTX instructions found by pattern, for an excerpt's "compiles to" block.
 
     For each regular expression of ``patterns`` (or ``(expression, count)``), the first
@@ -293,7 +292,8 @@ def ptx_lines(ptx: str, patterns, per_pattern: int = 1, after: Optional[str] = N
     searched in each stripped line (comments, labels and directives are skipped), returned in the
     compiled program's order with long register lists shortened (``{%r1, ..., %r32}``). ``after``
     and ``before`` narrow the search to the instructions from the first match of ``after`` on
-    and before the first later match of ``before`` (the MMA warp's wait is the last
+    and before the first later match of ``before`` (either may be ``(expression, n)``: its n-th
+    match; the MMA warp's wait is the last
     ``mbarrier.try_wait`` before the first ``tcgen05.mma``). A pattern that matches nothing raises:
     an excerpt must show what its code compiles to."""
     patterns = [patterns] if isinstance(patterns, (str, tuple)) else list(patterns)
@@ -302,10 +302,11 @@ def ptx_lines(ptx: str, patterns, per_pattern: int = 1, after: Optional[str] = N
     for bound, keep in ((after, lambda i, a: i >= a), (before, lambda i, a: i < a)):
         if bound is None:
             continue
-        anchor = next((i for i in code if re.search(bound, lines[i])), None)
-        if anchor is None:
-            raise ValueError(f"no PTX instruction matches {bound!r}")
-        code = [i for i in code if keep(i, anchor)]
+        bound, nth = bound if isinstance(bound, tuple) else (bound, 1)
+        anchors = [i for i in code if re.search(bound, lines[i])]
+        if len(anchors) < nth:
+            raise ValueError(f"no PTX instruction matches {bound!r}" + (f" {nth} times" if nth > 1 else ""))
+        code = [i for i in code if keep(i, anchors[nth - 1])]
     picked = set()
     for item in patterns:
         pattern, count = item if isinstance(item, tuple) else (item, per_pattern)
