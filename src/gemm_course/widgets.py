@@ -167,7 +167,8 @@ def sweep_html(rows: list) -> str:
             f"<td>{r['smem_bytes'] / 1024:.1f} KiB</td><td>{'yes' if r['spills'] else 'no'}</td>"
             f"<td>{r['sass_instructions']}</td><td>{mix.get('tensor-core MMA', 0)}</td><td>{mix.get('TMA copy', 0)}</td></tr>"
         )
-    return f'<table class="gemm-sweep">{head}{"".join(body)}</table>'
+    # wider than a page column: the table scrolls sideways inside its own box
+    return f'<div style="overflow-x:auto;max-width:100%"><table class="gemm-sweep">{head}{"".join(body)}</table></div>'
 
 
 def resources_html(row: dict) -> str:
