@@ -246,3 +246,31 @@ def test_chapter_11s_tail_figures_show_the_numbers_their_captions_name():
         for index in {i for i, _, _ in plans[c] if i >= whole}:
             assert str(index) in named, (c, index, named)
     assert "tail tiles (cluster-tile numbers)" in fig.caption
+
+
+@pytest.mark.fast
+def test_chapter_8s_late_start_figure_shows_what_it_claims():
+    """Late clusters against a static schedule: each panel draws every tile once, the titles' spans
+    are the models', and cluster launch control finishes first."""
+    from gemm_course.viz.schedules import late_start_timeline
+
+    fig = late_start_timeline(24, 6, 1.0)
+    static_title, clc_title = (ax.get_title(loc="left") for ax in fig.axes[:2])
+    clc = sim.clc_schedule(24, 6, policy="lowest", seed=0, launch_gap=1.0)
+    static_end = max((c + 1) * 1.0 + len(range(c, 24, 6)) for c in range(6))
+    assert f"done at {static_end:.1f}" in static_title and f"done at {clc.span:.1f}" in clc_title
+    assert clc.span < static_end
+    for ax in fig.axes[:2]:
+        assert sorted(int(t.get_text()) for t in ax.texts if t.get_gid() == "tile-number") == list(range(24))
+    assert "taken over" in " ".join(t.get_text() for t in fig.legends[0].get_texts())
+
+
+@pytest.mark.slow
+def test_late_start_figure_is_legible_at_page_width():
+    from gemm_course.viz import _style
+    from gemm_course.viz.schedules import late_start_timeline
+
+    fig = late_start_timeline(24, 6, 1.0)
+    r = _style.render(fig, dpi=72)
+    assert fig.get_size_inches()[0] <= viz.PAGE_WIDTH + 1e-9
+    assert r.min_pt() >= viz.TEXT_PT and not r.cut() and not r.overlaps()

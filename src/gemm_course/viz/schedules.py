@@ -282,6 +282,63 @@ def clc_timeline(schedule, title: str = "") -> Figure:
                             "cluster-tile index.", alt="Timeline, one row per cluster")
 
 
+def late_start_timeline(tiles: int, resident: int, launch_gap: float, query_time: float = 0.2,
+                        title: str = "") -> Figure:
+    """Clusters that start late, under a static schedule and under cluster launch control: two
+    panels on one time axis, one row per cluster that started, one bar per tile (its index).
+
+    Both start one cluster every ``launch_gap`` tile times into ``resident`` places, as
+    :func:`gemm_course.sim.clc_schedule` launches them. Top: the static schedule of Hopper's step 8
+    (:func:`gemm_course.sim.persistent_schedule`'s rule, cluster c computes tiles c, c + G, ...),
+    so the last cluster to start finishes its whole share late. Bottom:
+    :func:`gemm_course.sim.clc_schedule`, where running clusters take the tiles of clusters not yet
+    started. Every tile takes one time unit."""
+    from .. import sim
+
+    grid = min(tiles, resident)
+    static = [(c, (c + 1) * launch_gap + i, (c + 1) * launch_gap + i + 1, tile, False)
+              for c in range(grid) for i, tile in enumerate(range(c, tiles, grid))]
+    static_launched = {c: (c + 1) * launch_gap for c in range(grid)}
+    clc = sim.clc_schedule(tiles, resident, policy="lowest", seed=0, launch_gap=launch_gap, query_time=query_time)
+    dynamic = [(r.cluster, r.start, r.end, r.tile, r.taken) for r in clc.runs]
+    panels = ((f"Static schedule (Hopper's step 8): done at {max(e for _, _, e, _, _ in static):.1f}", static,
+               static_launched),
+              (f"Cluster launch control (Blackwell's step 8): done at {clc.span:.1f}, {len(clc.launched)} clusters "
+               "started", dynamic, clc.launched))
+    rows = max(len(launched) for _, _, launched in panels)
+    fig = new_figure(PAGE_WIDTH, 2.2 + 0.62 * rows)
+    axes = fig.subplots(2, 1, sharex=True)
+    colors = {False: "#4c72b0", True: "#dd8452"}
+    for ax, (name, runs, launched) in zip(axes, panels):
+        order = sorted(launched, key=lambda c: (launched[c], c))
+        row = {c: i for i, c in enumerate(order)}
+        for cluster, start, end, tile, taken in runs:
+            ax.add_patch(Rectangle((start, row[cluster] - 0.36), end - start, 0.72, facecolor=colors[taken],
+                                   edgecolor="white", linewidth=1.0, gid="run"))
+            ax.text((start + end) / 2, row[cluster], str(tile), ha="center", va="center", fontsize=TEXT_PT,
+                    color="white", fontweight="bold", gid="tile-number")
+        for c in order:
+            ax.plot(launched[c], row[c], marker=">", color="black", markersize=6)
+        ax.set_yticks(range(len(order)), [f"cluster {c}" for c in order], fontsize=TEXT_PT)
+        ax.set_ylim(len(order) - 0.5, -0.5)
+        ax.set_title(name, fontsize=TEXT_PT + 1, loc="left")
+        ax.tick_params(labelsize=TEXT_PT)
+    span = max(max(e for _, _, e, _, _ in static), clc.span)
+    axes[-1].set_xlim(0, span * 1.03)
+    axes[-1].set_xlabel("time in tile times (a model, not measured)", fontsize=TEXT_PT)
+    fig.legend(handles=[Patch(color=colors[False], label="own tile"),
+                        Patch(color=colors[True], label="taken over from a cluster not yet started (try_cancel)")],
+               fontsize=TEXT_PT, loc="outside lower center", ncol=2, frameon=False)
+    every = f"{launch_gap:g} tile time{'' if launch_gap == 1 else 's'}"
+    fig.suptitle(wrap_title(title or f"{tiles} tiles, {resident} places, one cluster starting every {every}", 72),
+                 fontsize=TEXT_PT + 2)
+    return set_caption(fig, f"Triangles: when a cluster starts (one every {every} in both panels). "
+                            "Static: each cluster computes a fixed share, so the last to start ends last. Cluster "
+                            "launch control (gemm_course.sim.clc_schedule): the clusters already running take the "
+                            "tiles of those not yet started, so a late start costs only the tiles it did not take. "
+                            "Numbers: the tile index.", alt="Two timelines, one row per cluster")
+
+
 def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the grid lands in") -> Figure:
     """Two strips of the grid's clusters coloured by GPC: by cluster index (as the hardware deals
     them out), and by place in a wave with ``gpc_order`` (``placement.from_probe_record``)."""
