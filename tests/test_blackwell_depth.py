@@ -274,3 +274,25 @@ def test_late_start_figure_is_legible_at_page_width():
     r = _style.render(fig, dpi=72)
     assert fig.get_size_inches()[0] <= viz.PAGE_WIDTH + 1e-9
     assert r.min_pt() >= viz.TEXT_PT and not r.cut() and not r.overlaps()
+
+
+@pytest.mark.fast
+def test_headline_reads_the_steps_effect_from_the_records(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from synthetic import bench_record, write_runs
+
+    recs = write_runs(tmp_path, {"a": [bench_record("sm90/5", 300.0, 700.0, "2030-01-01T00:00:00"),
+                                       bench_record("sm90/6", 690.0, 690.0, "2030-01-01T00:00:01")]})
+    text = chapter.headline_markdown(recs, 6)
+    assert "`sm100/6` has no record yet (compiled and checked on the CPU, not yet run)" in text
+    assert "`sm90/6` against `sm90/5` on the Synthetic GPU: x2.30 at 4096^3 (690 TFLOP/s, 1.00 of cuBLAS" in text
+    assert "8192" not in text  # no record at that size: nothing said about it
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("number", (6, 7, 8, 9, 10))
+def test_the_first_screen_gives_the_headline_number(number):
+    text = chapter_text(number)
+    assert f"chapter.headline(records, {number})" in text[:text.index("\n## ")]

@@ -8,6 +8,7 @@ short calls (the chapters are the MyST Markdown notebooks ``notebooks/*.md``).
 * :func:`show_hunk`: a short excerpt of a step's code (a banner's region of a method, or one
   method), then the PTX lines it compiles to, found by pattern in the compiled step.
 * :func:`step_bars`: the recorded bars of the tensor-core steps, a chapter's steps outlined.
+* :func:`headline`: a chapter's first-screen line, its step's measured effect read from the records.
 * :func:`check`, :func:`time_step`, :func:`check_and_time`: on a GPU that can run the steps, check
   them against the float32 reference, time them next to cuBLAS, and redraw the bars with the live
   numbers; on any other machine, say so instead (the GPU-less contract of the setup page).
@@ -115,6 +116,39 @@ def step_bars(records: Sequence[dict], numbers: Sequence[int], arch: str = "sm90
     rounded as the chapter's ``step_table`` rounds it, so the two agree."""
     return viz.ladder_bars(records, arch=arch, shape=(size, size, size), highlight=tuple(numbers), log=False,
                            numbers=TENSOR_CORE_STEPS, live=live, seed=False, own_ratios=True)
+
+
+def headline_markdown(records: Sequence[dict], number: int, sizes: Sequence[int] = (4096, 8192)) -> str:
+    """One line on what a chapter's step buys, from the records: for each architecture, step
+    ``number``'s newest record at each size^3 against the previous step's newest on the same GPU,
+    and its ratio to the cuBLAS of its own run (two decimals, as the chapter's tables); or that it
+    has no record yet (the Blackwell steps are compiled and checked on the CPU until a B200 run lands)."""
+    from . import records as rec
+
+    parts = []
+    for family in ("sm100", "sm90"):
+        key, before = f"{family}/{number}", f"{family}/{number - 1}"
+        cells, gpu = [], None
+        for size in sizes:
+            now = rec.latest(records, key, size, size, size)
+            if now is None:
+                continue
+            gpu = now.get("gpu")
+            old = rec.latest(records, before, size, size, size, gpu=gpu)
+            versus = f"x{now['tflops']['median'] / old['tflops']['median']:.2f}" if old else "no parent record"
+            cells.append(f"{versus} at {size}^3 ({now['tflops']['median']:.0f} TFLOP/s, "
+                         f"{now['ratio_to_cublas']:.2f} of cuBLAS in the same run)")
+        if not cells:
+            parts.append(f"`{key}` has no record yet" + (" (compiled and checked on the CPU, not yet run)"
+                                                         if family == "sm100" else ""))
+        else:
+            parts.append(f"`{key}` against `{before}` on the {gpu}: " + ", ".join(cells))
+    return "**What it buys, measured.** " + "; ".join(parts) + "."
+
+
+def headline(records: Sequence[dict], number: int, sizes: Sequence[int] = (4096, 8192)) -> None:
+    """Display :func:`headline_markdown`: the first screen's headline number of chapter ``number``."""
+    display(Markdown(headline_markdown(records, number, sizes)))
 
 
 def runnable_arch() -> Optional[str]:
