@@ -1,25 +1,6 @@
-"""The chapters' "try it yourself" checks. Each takes your answer and compares it with what the
-kernels' own objects, the compiler or the bank model say; a wrong answer raises AssertionError
-with a hint, a right one returns a short confirmation.
+"""Chapters 4-11: facts read from the Hopper steps' own objects.
 
-Chapter 0: :func:`check_column_major_stride`, :func:`check_offset`
-Chapter 1: :func:`check_naive_loads_per_fma`, :func:`check_gemm_intensity`
-Chapter 2: :func:`check_mma_per_k_tile`, :func:`check_accumulator_owner`
-Chapter 3: :func:`check_swizzled_chunk`, :func:`check_wavefronts`
-Chapter 4: :func:`check_tma_stores`, :func:`check_staging_bytes`
-Chapter 5: :func:`check_ctas_per_sm`, :func:`check_b_bytes_per_cta`
-Chapter 6: :func:`check_max_stages`, :func:`check_consumer_registers`
-Chapter 7: :func:`check_grid_ctas`
-Chapter 8: :func:`check_persistent_tiles`, :func:`check_idle_clusters`
-Chapter 9: :func:`check_wave_panels`
-Chapter 10: :func:`check_gilbert_tile`
-Chapter 11: :func:`check_tail_share`, :func:`check_gpc_places` (write the function), :func:`check_sweep_geomean`,
-:func:`check_tile_width`, :func:`check_tail_parts`, :func:`score_tile_rule` (an open problem: a score, not a check)
-
-Helpers the chapters share with their checks: :func:`kernel_objects` (facts read from a step's
-traced host objects), :func:`occupancy_of` (CTAs per SM of a compiled step), :func:`problem_shape`,
-:func:`step_schedule` (a persistent step's static schedule, from its own scheduler functions).
-"""
+Part of ``gemm_course.exercises`` (its docstring says how the checks work)."""
 
 from __future__ import annotations
 
@@ -27,200 +8,7 @@ import functools
 import math
 from typing import Optional
 
-NOT_ANSWERED = "not answered yet"
-
-
-def unanswered(answer) -> bool:
-    """Whether ``answer`` is still the exercise's placeholder: ``...`` itself, or a function whose
-    body does nothing but return ``None`` or ``...`` (``def f(x): ...``, ``return ...``, a
-    docstring or comments beside it), the way the chapters hand out a function to write."""
-    import dis
-
-    if answer is ...:
-        return True
-    code = getattr(answer, "__code__", None)
-    if code is None:
-        return False
-    body = [ins for ins in dis.get_instructions(code) if ins.opname not in ("RESUME", "NOP", "CACHE")]
-    if len(body) == 1 and body[0].opname == "RETURN_CONST":  # Python 3.12: one instruction
-        return body[0].argval is None or body[0].argval is ...
-    return (len(body) == 2 and body[0].opname == "LOAD_CONST" and body[1].opname == "RETURN_VALUE"
-            and (body[0].argval is None or body[0].argval is ...))
-
-
-def attempt(check, *answers, **options):
-    """Run ``check(*answers, **options)`` and print its verdict.
-
-    An answer still ``...``, or a function still to be written (its body only ``...``), is "not
-    answered yet": nothing is checked and that is printed instead of a verdict. Returns True
-    (right), False (wrong, or the reader's code raised: the hint or the error is printed) or None
-    (not answered yet), so a notebook cell with an unanswered exercise still runs.
-    """
-    if any(unanswered(a) for a in answers):
-        print(f"{check.__name__}: {NOT_ANSWERED}. Replace each ... with your answer (or write the function's body) "
-              "and run the cell again.")
-        return None
-    try:
-        print(check(*answers, **options))
-        return True
-    except AssertionError as e:
-        print(f"{check.__name__}: {e}")
-        return False
-    except Exception as e:  # the reader's code raised: report it like a wrong answer
-        print(f"{check.__name__}: your code raised {type(e).__name__}: {e}")
-        return False
-
-# ---------------------------------------------------------------------------------------------
-# chapter 0: layouts
-# ---------------------------------------------------------------------------------------------
-
-
-def check_column_major_stride(stride) -> str:
-    """Give the stride that makes a (4, 8) layout column-major: (i, j) -> i + 4 * j."""
-    from .cute_basics import layout_table
-
-    stride = tuple(stride)
-    if len(stride) != 2 or not all(isinstance(s, int) for s in stride):
-        raise AssertionError(f"a stride for a rank-2 shape is two ints, e.g. (8, 1); got {stride!r}")
-    table = layout_table((4, 8), stride)["offsets"]
-    wrong = [(i, j, table[i][j]) for i in range(4) for j in range(8) if table[i][j] != i + 4 * j]
-    assert not wrong, (
-        f"with stride {stride}, CuTe puts (row {wrong[0][0]}, col {wrong[0][1]}) at offset {wrong[0][2]}, "
-        f"but column-major stores it at {wrong[0][0] + 4 * wrong[0][1]}. Hint: moving down a column "
-        "should move 1 element; moving right should skip a whole column of 4."
-    )
-    return f"right: (4,8):{stride} is column-major"
-
-
-def check_offset(shape, stride, coord, offset: int) -> str:
-    """Predict where ``coord`` (row, col) lands in the layout ``shape:stride``; CuTe evaluates it."""
-    from .cute_basics import layout_table
-
-    row, col = coord
-    actual = layout_table(shape, stride)["offsets"][row][col]
-    assert offset == actual, (
-        f"not quite: the offset of ({row}, {col}) in {shape}:{stride} is not {offset}. Hint: split each "
-        "coordinate into the sub-modes of its mode (colexicographically: the leftmost sub-mode varies "
-        "fastest), multiply each part by its stride and add."
-    )
-    return f"right: ({row}, {col}) -> {actual}"
-
-
-# ---------------------------------------------------------------------------------------------
-# chapter 1: the naive kernel
-# ---------------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=None)
-def naive_hot_loop(target: str = "sm_90a") -> dict:
-    """Opcode counts in the naive kernel's main (unrolled) K loop, read from its SASS."""
-    from . import arch, inspect, ladder
-
-    art = arch.compile_step(ladder.get("sm90/1"), None, target)
-    loops = inspect.sass_loops(inspect.sass(art.cubin))
-    main = max(loops, key=lambda lp: _count(lp["opcodes"], FMA_OPCODES))
-    return main
-
-
-FMA_OPCODES = ("FFMA", "FHFMA")  # fp32 FMA; sm_100a fuses the bf16->fp32 widening into FHFMA.BF16
-LOAD_OPCODES = ("LDG",)
-
-
-def _count(opcodes, prefixes) -> int:
-    return sum(n for op, n in opcodes.items() if op.split(".")[0] in prefixes)
-
-
-def check_naive_loads_per_fma(loads_per_fma: float, target: str = "sm_90a") -> str:
-    """How many global loads (LDG) does the naive kernel issue per fused multiply-add (FFMA)?"""
-    loop = naive_hot_loop(target)
-    ops = loop["opcodes"]
-    loads, fmas = _count(ops, LOAD_OPCODES), _count(ops, FMA_OPCODES)
-    assert math.isclose(loads_per_fma, loads / fmas), (
-        f"count again in the main loop of the SASS (label {loop['label']}): it has {fmas} FMA. "
-        "Hint: every FFMA needs one element of A and one of B, and nothing is kept between iterations."
-    )
-    return f"right: {loads} LDG for {fmas} FMA in the unrolled loop, {loads / fmas:g} loads per FMA"
-
-
-def check_gemm_intensity(m: int, n: int, k: int, flop_per_byte: float) -> str:
-    """The GEMM's arithmetic intensity if A, B and C each cross DRAM exactly once (bf16)."""
-    from .problem import GemmProblem
-
-    p = GemmProblem(m, n, k)
-    assert math.isclose(flop_per_byte, p.arithmetic_intensity, rel_tol=0.01), (
-        f"not {flop_per_byte:g} FLOP/byte. Hint: FLOPs = 2*M*N*K; bytes = 2 bytes x (M*K + N*K + M*N)."
-    )
-    return f"right: {p.label} needs {p.flops:.3g} FLOP over {p.min_bytes:.3g} bytes: {p.arithmetic_intensity:.1f} FLOP/byte"
-
-
-# ---------------------------------------------------------------------------------------------
-# chapter 2: tensor cores and TMA
-# ---------------------------------------------------------------------------------------------
-
-
-def check_mma_per_k_tile(tile_k: int, count: int, step: str = "sm90/2") -> str:
-    """How many MMA instructions does one K tile of ``tile_k`` take? Checked in the compiled PTX."""
-    from . import arch, inspect, ladder
-
-    s = ladder.get(step)
-    art = arch.compile_step(s, s.config(tile_k=tile_k))
-    marker = "wgmma.mma_async" if s.arch == "sm90" else "tcgen05.mma.cta_group"
-    actual = inspect.ptx_count(art.ptx, marker)
-    assert count == actual, (
-        f"the compiled PTX of {s.key} with tile_k={tile_k} has {actual} {marker}, not {count}. "
-        "Hint: one instruction covers K = 16 for bf16."
-    )
-    return f"right: tile_k={tile_k} -> {actual} x {marker} per K tile"
-
-
-@functools.lru_cache(maxsize=None)
-def _sm90_owners():
-    from .cute_basics import wgmma_accumulator_owners
-
-    return wgmma_accumulator_owners("sm90/2")
-
-
-def check_accumulator_owner(row: int, col: int, thread: int) -> str:
-    """Which thread of the warpgroup holds accumulator element (row, col) of the wgmma tile?"""
-    owners = _sm90_owners()["thread"]
-    actual = owners[row][col]
-    assert thread == actual, (
-        f"({row}, {col}) is not held by thread {thread}. Hint: warp = row // 16; inside the warp, "
-        "lane // 4 picks the row (mod 8) and lane % 4 picks a pair of columns (mod 8)."
-    )
-    return f"right: thread {actual} (warp {actual // 32}, lane {actual % 32}) holds ({row}, {col})"
-
-
-# ---------------------------------------------------------------------------------------------
-# chapter 3: swizzling
-# ---------------------------------------------------------------------------------------------
-
-
-def check_swizzled_chunk(row: int, chunk: int, physical_chunk: int) -> str:
-    """Under step 3's 128-byte swizzle, where does 16-byte chunk ``chunk`` of tile row ``row`` land?"""
-    from . import sim
-
-    table = sim.xor_pattern("sm90/3")
-    actual = int(table[row % 8][chunk])
-    assert physical_chunk == actual, (
-        f"chunk {chunk} of row {row} does not land in chunk {physical_chunk}. Hint: write row mod 8 and "
-        "the chunk in binary (3 bits each) and XOR them."
-    )
-    return f"right: row {row} ({row % 8:03b}) XOR chunk {chunk} ({chunk:03b}) = {actual} ({actual:03b})"
-
-
-def check_wavefronts(layout: str, pattern: str, wavefronts: int) -> str:
-    """Predict the wavefronts of an access ``pattern`` (``"core-matrix column"`` or ``"row"``) on a
-    layout (``"row-major"``, ``"sm90/2"``, ``"sm90/3"``); the bank model checks it."""
-    from . import sim
-
-    actual = sim.conflicts(sim.offsets(layout), pattern).wavefronts
-    assert wavefronts == actual, (
-        f"not {wavefronts}. Hint: list the banks the 8 threads' 16-byte pieces fall in; the request "
-        "takes as many wavefronts as the busiest bank has distinct words."
-    )
-    return f"right: a {pattern} access on {layout} takes {actual} wavefront{'s' if actual > 1 else ''}"
-
+from .common import NOT_ANSWERED, attempt, unanswered  # noqa: F401
 
 # ---------------------------------------------------------------------------------------------
 # chapters 4-11: facts read from the Hopper steps' own objects
@@ -231,7 +19,7 @@ def check_wavefronts(layout: str, pattern: str, wavefronts: int) -> str:
 def _kernel_objects(step_key: str, config) -> dict:
     import cutlass.cute as cute
 
-    from .cute_basics import trace_kernel
+    from ..cute_basics import trace_kernel
 
     def read(objs):
         out = {"tile": tuple(objs["gemm"].tile_mnk), "threads": objs["gemm"].threads,
@@ -261,7 +49,7 @@ def kernel_objects(step, config=None) -> dict:
     when it multicasts) and the elements of the tile it covers (``tma_b_elements``: for a multicast
     atom, the whole tile the cluster shares; each CTA's partition issues a slice of it).
     """
-    from . import ladder
+    from .. import ladder
 
     s = ladder.get(step)
     return dict(_kernel_objects(s.key, s.default if config is None else config))
@@ -270,7 +58,7 @@ def kernel_objects(step, config=None) -> dict:
 def occupancy_of(step, config=None) -> dict:
     """CTAs per SM of a compiled step (:func:`gemm_course.sim.occupancy` of its registers, threads,
     shared memory and stages)."""
-    from . import arch, inspect, ladder, sim
+    from .. import arch, inspect, ladder, sim
 
     s = ladder.get(step)
     config = s.default if config is None else config
@@ -295,7 +83,7 @@ def step_schedule(step, m: int, n: int, cluster_tile=None) -> dict:
     ``cluster_tile``: override the step's mapping. Step 10's kernel calls a ``cute.jit`` copy of
     :func:`gemm_course.tile_order.gilbert_tile` (it only runs traced), so pass the plain function for it.
     """
-    from . import ladder, sim
+    from .. import ladder, sim
 
     s = ladder.get(step)
     gemm = s.load().Gemm(s.default)
@@ -309,7 +97,7 @@ def step_schedule(step, m: int, n: int, cluster_tile=None) -> dict:
 def check_tma_stores(epi_n: int, stores: int) -> str:
     """How many TMA stores does step 4 issue per output tile with sub-tiles ``epi_n`` columns wide?
     Compiled and counted in the PTX."""
-    from . import arch, inspect, ladder
+    from .. import arch, inspect, ladder
 
     s = ladder.get("sm90/4")
     config = s.config(epi_n=epi_n)
@@ -341,7 +129,7 @@ def check_staging_bytes(nbytes: int, step: str = "sm90/4") -> str:
 def check_ctas_per_sm(step, ctas: int, **config_changes) -> str:
     """How many CTAs of ``step`` (with ``config_changes``) fit on one SM? Compiled, then counted
     against the SM's registers, shared memory and warps (:func:`gemm_course.sim.occupancy`)."""
-    from . import ladder
+    from .. import ladder
 
     s = ladder.get(step)
     config = s.config(**config_changes)
@@ -356,7 +144,7 @@ def check_ctas_per_sm(step, ctas: int, **config_changes) -> str:
 
 def check_b_bytes_per_cta(cluster_m: int, nbytes: int) -> str:
     """With clusters of ``cluster_m`` x 1, how many bytes of B does each CTA's TMA copy per K tile?"""
-    from . import ladder
+    from .. import ladder
 
     s = ladder.get("sm90/5")
     facts = kernel_objects(s, s.config(cluster_m=cluster_m))
@@ -376,7 +164,7 @@ def check_b_bytes_per_cta(cluster_m: int, nbytes: int) -> str:
 
 def check_max_stages(tile_n: int, stages: int) -> str:
     """The most shared-memory stages step 6 accepts with ``tile_n`` (its ``check_config``)."""
-    from . import ladder
+    from .. import ladder
 
     s = ladder.get("sm90/6")
     valid = [n for n in range(1, 33) if s.check_config(s.config(tile_n=tile_n, stages=n))[0]]
@@ -396,7 +184,7 @@ def check_max_stages(tile_n: int, stages: int) -> str:
 def check_consumer_registers(producer_registers: int, consumer_registers: int) -> str:
     """If the producer keeps ``producer_registers`` per thread, what is the most each consumer thread
     can take? Step 6's ``check_config`` decides (multiples of 8, within the CTA's launch allocation)."""
-    from . import ladder
+    from .. import ladder
 
     s = ladder.get("sm90/6")
 
@@ -421,7 +209,7 @@ def check_consumer_registers(producer_registers: int, consumer_registers: int) -
 
 def check_grid_ctas(tiles_per_cta: int, size: int, ctas: int) -> str:
     """How many CTAs does step 7 launch for a size^3 GEMM with ``tiles_per_cta``? Its own ``grid``."""
-    from . import ladder
+    from .. import ladder
 
     s = ladder.get("sm90/7")
     gemm = s.load().Gemm(s.config(tiles_per_cta=tiles_per_cta))
@@ -466,7 +254,7 @@ def check_wave_panels(kind: str, tiles_m: int, tiles_n: int, a_panels: int, b_pa
                       group: int = 8) -> str:
     """How many distinct A row panels and B column panels does the first wave of ``wave`` tiles touch
     in order ``kind`` on a tiles_m x tiles_n grid? The L2 model (:func:`gemm_course.sim.l2_traffic`) counts."""
-    from . import sim, tile_order
+    from .. import sim, tile_order
 
     t = sim.l2_traffic(tile_order.order(kind, tiles_m, tiles_n, group), sms=wave)
     actual = (t.a_per_wave[0], t.b_per_wave[0])
@@ -482,7 +270,7 @@ def check_wave_panels(kind: str, tiles_m: int, tiles_n: int, a_panels: int, b_pa
 
 def check_gilbert_tile(tiles_m: int, tiles_n: int, index: int, tile) -> str:
     """Which (m, n) does the Gilbert order visit at ``index`` on a tiles_m x tiles_n grid?"""
-    from . import tile_order
+    from .. import tile_order
 
     actual = tile_order.gilbert(tiles_m, tiles_n)[index]
     assert tile_order.gilbert_tile(index, tiles_m, tiles_n) == actual  # the kernel's descent agrees
@@ -501,7 +289,7 @@ def check_tail_share(size: int, tail_tiles: int, k_tiles: int, step: str = "sm90
     """In a size^3 GEMM, how many cluster-tiles does the last partial wave hold, and how many of
     their K tiles does the busiest cluster run once the tail is split? The step's own grid and
     :func:`gemm_course.schedule.plan` decide."""
-    from . import ladder, schedule
+    from .. import ladder, schedule
 
     s = ladder.get(step)
     gemm = s.load().Gemm(s.default)
@@ -535,7 +323,7 @@ def _placements(record: Optional[dict]) -> list:
              [7, 3, 7, 3, 5, 7, 3, 5],  # ids that are neither 0.. nor in order
              [rng.randrange(6) for _ in range(40)]]
     if record is not None:
-        from . import placement
+        from .. import placement
 
         p = placement.from_probe_record(record)
         cases.insert(0, [p["groups"][sm] for sm in p["cluster_sms"]])
@@ -571,7 +359,7 @@ def check_tile_width(fn) -> str:
     """Write ``fn(m, n, clusters)``: the tile width (256, 192 or 128) step 11's host picks for an
     m x n output on a GPU running ``clusters`` clusters at once (``tile_rule.choose_tile_n``).
     Compared with the rule on a grid of shapes and two GPU sizes."""
-    from . import tile_rule
+    from .. import tile_rule
 
     for clusters in (66, 57):  # an H200 / H100 SXM (132 SMs) and an H100 PCIe (114 SMs), in clusters of two
         for m in range(512, 8193, 512):
@@ -592,7 +380,7 @@ def check_tail_parts(fn) -> str:
     """Write ``fn(tiles, clusters, k_tiles)``: the parts per tail tile the Blackwell step 11's host
     picks (``schedule.tail_parts``), from ``schedule.tail_span``. Compared with the rule on every
     grid of 1-300 cluster-tiles, six K lengths and two cluster counts."""
-    from . import schedule
+    from .. import schedule
 
     for clusters in (74, 37):  # a B200's pairs (148 SMs), and its clusters of four
         for k_tiles in (1, 3, 16, 64, 128, 448):
@@ -621,8 +409,8 @@ def tile_width_cases() -> tuple:
     width the run timed (its variants' recorded or named configs, ``records.row_config``)."""
     import collections
 
-    from . import ladder
-    from . import records as rec
+    from .. import ladder
+    from .. import records as rec
 
     step = ladder.get("sm90/11")
     cases = []
@@ -650,7 +438,7 @@ def score_tile_rule(fn, clusters: int = 66) -> str:
     your pick's measured speed is divided by the fastest measured width's; the score is the
     geometric mean of that over the shapes where your pick was measured, beside step 11's rule on
     the same shapes. A pick no run measured is counted, not scored."""
-    from . import tile_rule
+    from .. import tile_rule
 
     cases = tile_width_cases()
     assert cases, "no tuning runs with several widths under results/tuning/"
@@ -677,8 +465,8 @@ def score_tile_rule(fn, clusters: int = 66) -> str:
 def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) -> str:
     """The geometric mean over the sweep the book shows of ``step`` (``records.latest_sweep``; the
     final Hopper step by default) of its ratio to cuBLAS (``ratio_to_cublas``)."""
-    from . import ladder
-    from . import records as rec
+    from .. import ladder
+    from .. import records as rec
 
     step = step or ladder.final("sm90").key
     sweep = rec.latest_sweep(rec.load_records() if records is None else records, step)
@@ -689,191 +477,3 @@ def check_sweep_geomean(value: float, step: Optional[str] = None, records=None) 
         "sweep the book shows (records.latest_sweep)."
     )
     return f"right: geometric mean {actual:.3f} over {len(sweep)} shapes"
-
-
-# ---------------------------------------------------------------------------------------------
-# the Blackwell halves of chapters 2 and 4-8: write the function, the check compiles the kernel
-# ---------------------------------------------------------------------------------------------
-
-
-def check_tmem_alloc_columns(tile_n: int, columns: int) -> str:
-    """How many tensor-memory columns does ``sm100/2`` allocate with ``tile_n``? Read from its PTX."""
-    from . import arch, inspect, ladder
-
-    s = ladder.get("sm100/2")
-    (actual,) = inspect.tmem_alloc_columns(arch.compile_step(s, s.config(tile_n=tile_n), "sm_100a").ptx)
-    assert columns == actual, (
-        f"not {columns}. Hint: one 32-bit column per fp32 accumulator column, allocated in powers of two from 32; "
-        "the rows sit in lanes, not columns."
-    )
-    return f"right: {actual} columns of 512; at most {512 // actual} such CTAs can hold tensor memory on one SM at once"
-
-
-def check_tmem_load_op(fn) -> str:
-    """Write ``fn(rows, epi_n)``: the ``tcgen05`` copy op that loads a ``rows x epi_n`` sub-tile of the
-    accumulator per warp quarter (``rows`` 64 or 128). Compared with ``sm100/4``'s own choice."""
-    from . import arch, ladder
-
-    s = ladder.get("sm100/4")
-    for rows in (64, 128):
-        for epi_n in (16, 32, 64):
-            with arch.targeting("sm_100a"):  # tcgen05 ops exist only for a Blackwell target, whatever GPU is here
-                want = s.load().Gemm(s.config(tile_m=rows, epi_n=epi_n)).tmem_load_op()
-                got = fn(rows, epi_n)
-            assert repr(got) == repr(want), (
-                f"for {rows} rows and epi_n={epi_n} your op is {got!r}, the kernel uses {want!r}. Hint: with 64 rows each "
-                "warp owns 16 lanes (16x256b: 8 fp32 columns per repetition); with 128 rows, 32 lanes (32x32b: one "
-                "column per repetition)."
-            )
-    return "right: 16x256b with epi_n / 8 repetitions for 64 rows (stmatrix fits), 32x32b with epi_n for 128 rows"
-
-
-def check_pair_tx_bytes(fn) -> str:
-    """Write ``fn(tile_m, tile_n, tile_k, cluster_m, cluster_n)``: the bytes the leader's full barrier of
-    ``sm100/5`` expects per stage. Compared with ``expect_tx`` in the PTX for three cluster shapes."""
-    from . import arch, inspect, ladder
-
-    s = ladder.get("sm100/5")
-    for cm, cn in ((2, 1), (4, 1), (2, 2)):
-        config = s.config(cluster_m=cm, cluster_n=cn)
-        tx = [b for b in inspect.expect_tx_bytes(arch.compile_step(s, config, "sm_100a").ptx) if b != 16]
-        got = fn(config.tile_m, config.tile_n, config.tile_k, cm, cn)
-        assert [got] == tx, (
-            f"cluster {cm} x {cn}: you expect {got} bytes, the PTX's expect_tx is {tx}. Hint: the loads of both CTAs of "
-            "the pair (each its tile_m rows of A and half of B's tile_n rows) signal the leader's barrier; "
-            "what other pairs of the cluster receive by multicast signals theirs."
-        )
-    return f"right: {tx[0]} bytes per stage, whatever the cluster"
-
-
-def check_sm100_max_stages(fn) -> str:
-    """Write ``fn(tile_n, epi_n, epi_stages)``: the most A/B stages ``sm100/6`` fits in 232448 bytes.
-    Compared with the step's ``check_config``, and the answer compiled to see its shared memory."""
-    from . import arch, inspect, ladder
-
-    s = ladder.get("sm100/6")
-    for tile_n, epi_n, epi_stages in ((256, 32, 2), (128, 32, 2), (256, 64, 2)):
-        valid = [n for n in range(2, 17) if s.check_config(s.config(tile_n=tile_n, epi_n=epi_n, epi_stages=epi_stages, stages=n))[0]]
-        got = fn(tile_n, epi_n, epi_stages)
-        assert got == max(valid), (
-            f"tile_n={tile_n}, epi_n={epi_n}: you say {got}, the step accepts up to {max(valid)}. Hint: a stage holds "
-            "128 rows of A and tile_n / 2 rows of B, 64 bf16 each; the staging buffers (128 x epi_n bf16 each) and "
-            "4 KiB of barriers and alignment come on top."
-        )
-    smem = inspect.smem_request(arch.compile_step(s, s.config(stages=fn(256, 32, 2)), "sm_100a"))
-    return f"right: the default compiles to {smem} bytes of shared memory, of 232448"
-
-
-def check_tmem_columns(fn) -> str:
-    """Write ``fn(acc_stages, tile_n)``: the columns ``sm100/7`` allocates. Compared with its PTX."""
-    from . import arch, inspect, ladder
-
-    s = ladder.get("sm100/7")
-    for acc_stages, tile_n in ((1, 256), (2, 256), (2, 128), (3, 128)):
-        (actual,) = inspect.tmem_alloc_columns(arch.compile_step(s, s.config(acc_stages=acc_stages, tile_n=tile_n), "sm_100a").ptx)
-        got = fn(acc_stages, tile_n)
-        assert got == actual, (
-            f"acc_stages={acc_stages}, tile_n={tile_n}: you say {got}, the kernel allocates {actual}. Hint: every "
-            "accumulator needs tile_n columns, and an allocation is a power of two from 32 to 512."
-        )
-    return "right: acc_stages x tile_n, rounded up to a power of two"
-
-
-def check_clc_decode(fn) -> str:
-    """Write ``fn(first_cta_x, cluster_m)``: the cluster-tile index of a cancelled cluster whose first CTA
-    has x = ``first_cta_x`` (``sm100/8``'s grid numbers clusters along x). Compared with the kernel's own
-    ``next_tile``, traced."""
-    from . import ladder
-    from .kernels.sm100 import layouts
-
-    for cluster_m in (2, 4):
-        config = ladder.get("sm100/8").config(cluster_m=cluster_m)
-        table = layouts.clc_decode_table("sm100/8", config, range(0, 8 * cluster_m, cluster_m))
-        for x, (index, valid) in table.items():
-            got = fn(x, cluster_m)
-            assert got == index, (
-                f"first CTA x = {x} with cluster_m = {cluster_m}: you say {got}, the kernel decodes {index}. Hint: the grid "
-                "is (clusters x cluster_m, cluster_n, 1), so cluster c's CTAs have x = c * cluster_m ... c * cluster_m + cluster_m - 1."
-            )
-    return "right: first_cta_x // cluster_m"
-
-
-# ---------------------------------------------------------------------------------------------
-# chapters 2, 3, 9 and 10: write the function; the check compares it with the kernels
-# ---------------------------------------------------------------------------------------------
-
-
-def check_stage_bytes(fn) -> str:
-    """Write ``fn(tile_m, tile_n, tile_k)``: the bytes step 2's barrier expects for one K tile of A and B
-    (bf16). Compared with ``expect_tx`` in the compiled PTX of both architectures' step 2."""
-    from . import arch, inspect, ladder
-
-    for key, tile_n, tile_k in (("sm90/2", 256, 64), ("sm90/2", 128, 32), ("sm100/2", 256, 64), ("sm100/2", 64, 32)):
-        s = ladder.get(key)
-        config = s.config(tile_n=tile_n, tile_k=tile_k)
-        (tx,) = inspect.expect_tx_bytes(arch.compile_step(s, config, s.target).ptx)
-        got = fn(config.tile_m, tile_n, tile_k)
-        assert got == tx, (
-            f"{key} with tile {config.tile_m} x {tile_n} x {tile_k}: you say {got}, the PTX expects {tx} bytes. Hint: one K "
-            "tile of A (tile_m x tile_k) and of B (tile_n x tile_k), 2 bytes per bf16; a count that is off hangs the kernel."
-        )
-    return "right: (tile_m + tile_n) x tile_k x 2 bytes per K tile, the same on both architectures"
-
-
-def check_swizzle(fn) -> str:
-    """Write ``fn(row, chunk)``: the physical 16-byte chunk where logical chunk ``chunk`` (0-7) of tile row
-    ``row`` lands under the 128-byte swizzle. Compared with both step 3's shared-memory layouts."""
-    from . import sim
-    from .kernels.sm100 import layouts
-
-    sw = layouts.smem_layouts("sm100/3")["A"]  # Blackwell's atom: apply its Swizzle<B, M, S> to byte addresses
-
-    def blackwell(row, chunk):
-        address = row * 128 + chunk * 16
-        address ^= ((address >> (sw.swizzle_base + sw.swizzle_shift)) & ((1 << sw.swizzle_bits) - 1)) << sw.swizzle_base
-        return (address >> 4) & 7
-
-    tables = {"sm90/3": sim.xor_pattern("sm90/3"), "sm100/3": [[blackwell(r, c) for c in range(8)] for r in range(8)]}
-    for key, table in tables.items():
-        for row in range(16):
-            for chunk in range(8):
-                got = fn(row, chunk)
-                assert got == table[row % 8][chunk], (
-                    f"{key}: row {row}, chunk {chunk} lands in chunk {table[row % 8][chunk]}, you say {got}. Hint: the "
-                    "swizzle XORs the chunk index (address bits 4-6) with the row within its group of 8 (bits 7-9)."
-                )
-    return "right: chunk XOR (row mod 8), in both steps 3"
-
-
-def check_grouped_order(fn) -> str:
-    """Write ``fn(index, tiles_m, tiles_n, group)``: the (m, n) of the index-th tile of the grouped raster.
-    Compared with the order the steps 9 compute, on grids whose last band is narrower."""
-    from . import tile_order
-
-    for tiles_m, tiles_n, group in ((8, 8, 8), (13, 7, 4), (5, 16, 8), (16, 4, 1)):
-        want = tile_order.grouped_raster(tiles_m, tiles_n, group)
-        for index, tile in enumerate(want):
-            got = tuple(fn(index, tiles_m, tiles_n, group))
-            assert got == tile, (
-                f"{tiles_m} x {tiles_n} tiles, group {group}: index {index} is tile {tile}, you say {got}. Hint: a band of "
-                "`group` tile-rows holds group x tiles_n indices and is walked column by column; the last band may be "
-                "narrower (min(group, tiles_m - first row))."
-            )
-    return "right: the order of tile_order.grouped_tile, which sm90/9 and sm100/9 trace into their kernels"
-
-
-def check_wave_footprint(fn) -> str:
-    """Write ``fn(order, wave)``: the (A row-panels, B column-panels) the first ``wave`` tiles of ``order``
-    (a list of (m, n)) touch. Compared with the L2 model on the three orders of chapter 10."""
-    from . import sim, tile_order
-
-    for kind, tm, tn, wave in (("row", 32, 32, 66), ("grouped", 32, 32, 66), ("gilbert", 32, 32, 66), ("gilbert", 24, 40, 74)):
-        order = tile_order.order(kind, tm, tn)
-        model = sim.l2_traffic(order, sms=wave)
-        want = (model.a_per_wave[0], model.b_per_wave[0])
-        got = tuple(fn(order, wave))
-        assert got == want, (
-            f"{kind} order on {tm} x {tn} tiles, waves of {wave}: the model counts {want}, you say {got}. Hint: count the "
-            "distinct m (A panels) and the distinct n (B panels) among the first `wave` tiles."
-        )
-    return "right: a Gilbert wave touches few panels in both directions; a row raster's wave, few A panels but many B"
