@@ -106,7 +106,7 @@ def test_ladder_bars_live_records_are_drawn_beside(tmp_path):
     live = bench_record("sm90/2", 55.0, 410.0, "2030-03-01T00:00:00")
     fig = viz.ladder_bars(recs, live=[live])
     assert sorted(h for h, hatched in _bars(fig) if not hatched) == [50.0, 55.0]
-    assert "this session" in fig.caption
+    assert "this notebook" in fig.caption
 
 
 @pytest.mark.fast

@@ -69,7 +69,7 @@ def _value_text(rec: dict, reference: Optional[float]) -> str:
 def cublas_reference(recorded: dict, live: Optional[dict] = None) -> Optional[tuple]:
     """The one cuBLAS a ladder figure compares every bar with: ``(TFLOP/s, step number, record)``,
     the cuBLAS median timed in the same run as the highest-numbered step drawn (the live one, if a
-    live record of it exists: then every bar is compared with this session's cuBLAS)."""
+    live record of it exists: then every bar is compared with this notebook's cuBLAS)."""
     for pool in (live or {}, recorded):
         if pool:
             number = max(pool)
@@ -181,13 +181,13 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
     if have:
         handles.append(Patch(color=MEASURED, label=f"measured: {_gpus(have.values())}, {_dates(have.values())}"))
     if live_by_step:
-        handles.append(Patch(color=LIVE, label=f"live: this session, {_gpus(live_by_step.values())}"))
+        handles.append(Patch(color=LIVE, label=f"live: this notebook, {_gpus(live_by_step.values())}"))
 
     cublas_note = ""
     if reference is not None:
         line, ref_step, ref_rec = reference
         ax.axvline(line, color=CUBLAS, linestyle="--", linewidth=1.5)  # not across the seed's B200 panel
-        which = "this session's run" if ref_step in live_by_step and ref_rec is live_by_step[ref_step] else "its run"
+        which = "this notebook's run" if ref_step in live_by_step and ref_rec is live_by_step[ref_step] else "its run"
         handles.append(Line2D([], [], color=CUBLAS, linestyle="--", linewidth=1.5,
                               label=f"cuBLAS: {line:.0f} TFLOP/s, timed with step {ref_step} in {which}"))
         top = max(top, line)
@@ -198,7 +198,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
         cublas_note = (f"{'Dashed line' if own_ratios else 'Dashed line and every percentage'}: one cuBLAS reference, "
                        f"cuBLAS (torch.mm) at {m}x{n}x{k} timed "
                        f"interleaved in the same run as step {ref_step}, {line:.0f} TFLOP/s ({ref_rec.get('gpu')}, "
-                       f"{ref_rec.get('date', '')[:10]}, {ref_rec.get('_file') or 'this session'})."
+                       f"{ref_rec.get('date', '')[:10]}, {ref_rec.get('_file') or 'this notebook'})."
                        + (" Each bar's ratio is to the cuBLAS timed in its own run, rounded as in the tables."
                           + (spread + "." if spread else "") if own_ratios else
                           (spread + ", so a percentage can differ from the ratio in its own record." if spread else "")))
@@ -259,7 +259,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
         parts.append(f"Step{'s' if ',' in steps_here else ''} {steps_here}: {provenance(rec)}.")
     if live_by_step:
         rec = next(iter(live_by_step.values()))
-        parts.append(f"Live bars: measured in this session on {rec.get('gpu')} by gemm_course.bench.bench_step.")
+        parts.append(f"Live bars: measured in this notebook on {rec.get('gpu')} by gemm_course.bench.bench_step.")
     if cublas_note:
         parts.append(cublas_note)
     if not have:
