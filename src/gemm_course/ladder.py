@@ -363,7 +363,9 @@ _STEPS = [
         "spreads W's K loop over every SM; larger M runs step 11's choice",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        ptx_markers=_HOPPER_SK,
+        # clusters of one CTA: no multicast; C^T written through transposed stmatrix
+        ptx_markers=("wgmma.mma_async", "setmaxnreg.inc", "stmatrix.sync.aligned.m8n8.x4.trans", "ld.acquire.gpu",
+                     "st.release.gpu"),
         knobs=(("tile_m", (64, 128)), ("tile_n", (16, 32, 64)), ("stream_k", (False, True))),
         roofline="memory",
     ),
