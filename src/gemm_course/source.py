@@ -315,3 +315,60 @@ def ptx_lines(ptx: str, patterns, per_pattern: int = 1, after=None, before=None)
             raise ValueError(f"no PTX instruction matches {pattern!r}")
         picked.update(hits[:count] if count > 0 else hits[count:])
     return [_REGISTER_LIST.sub(r"{\1, ..., \2}", lines[i]) for i in sorted(picked)]
+
+
+# ---- what tcgen05.mma's descriptors say, read from the PTX's constants ---------------------------
+
+SMEM_SWIZZLE_MODES = {0: "none (interleaved)", 1: "128B, 32B atom", 2: "128B", 4: "64B", 6: "32B"}
+
+
+def smem_descriptor_fields(value: int) -> dict:
+    """The fields of a tcgen05 shared-memory descriptor (PTX ISA, tcgen05 "Shared memory
+    descriptor"), offsets in bytes: the start address (bits 0-13), the leading and stride byte
+    offsets (LBO bits 16-29, SBO bits 32-45; all three in 16-byte units), the version (bits 46-48,
+    1 on sm_100a) and the swizzle mode (bits 61-63, :data:`SMEM_SWIZZLE_MODES`)."""
+    return {"start": (value & 0x3FFF) << 4, "LBO": ((value >> 16) & 0x3FFF) << 4,
+            "SBO": ((value >> 32) & 0x3FFF) << 4, "version": (value >> 46) & 0b111,
+            "swizzle": SMEM_SWIZZLE_MODES.get((value >> 61) & 0b111, "?")}
+
+
+def smem_descriptor_constants(ptx: str) -> list:
+    """``(line, value)`` of each PTX instruction that ORs or adds a descriptor's constant bits
+    (a 64-bit immediate above bit 40: version, offsets, swizzle) onto a shared-memory address
+    (the start field, computed at run time)."""
+    found = []
+    for line in ptx.splitlines():
+        m = re.match(r"\s*(?:or\.b64|add\.s64)\s+%rd\d+, %rd\d+, (\d+);", line)
+        if m and int(m.group(1)) >= 1 << 40:
+            found.append((line.strip(), int(m.group(1))))
+    return found
+
+
+_FORMATS = {0: "F16", 1: "BF16"}
+
+
+def instruction_descriptor_fields(value: int) -> dict:
+    """The fields of a ``tcgen05.mma.kind::f16`` instruction descriptor (PTX ISA, tcgen05
+    "Instruction descriptor"): the accumulator's format (bits 4-5: 0 F16, 1 F32), A's and B's
+    (bits 7-9, 10-12: 0 F16, 1 BF16), negate A and B (bits 13, 14), transpose A and B (bits 15,
+    16: 0 = K-major), N >> 3 (bits 17-22) and M >> 4 (bits 24-28)."""
+    return {"D": {0: "F16", 1: "F32"}.get((value >> 4) & 0b11, "?"),
+            "A": _FORMATS.get((value >> 7) & 0b111, "?"), "B": _FORMATS.get((value >> 10) & 0b111, "?"),
+            "negate A": (value >> 13) & 1, "negate B": (value >> 14) & 1,
+            "A major": "MN" if (value >> 15) & 1 else "K", "B major": "MN" if (value >> 16) & 1 else "K",
+            "N": ((value >> 17) & 0x3F) << 3, "M": ((value >> 24) & 0x1F) << 4}
+
+
+def instruction_descriptor_constants(ptx: str) -> list:
+    """``(line, value)`` for the instruction descriptors a kernel selects between: each
+    ``selp.b32`` of two immediates that differ only in the negate-A bit (the tiled MMA's run-time
+    ``NEGATE_A`` field picks one; the other fields are fixed when the kernel is compiled). The
+    value is the one without negation."""
+    found = []
+    for line in ptx.splitlines():
+        m = re.match(r"\s*selp\.b32\s+%r\d+, (\d+), (\d+), %p\d+;", line)
+        if m:
+            on, off = int(m.group(1)), int(m.group(2))
+            if on ^ off == 1 << 13 and off >= 1 << 17:
+                found.append((line.strip(), off))
+    return found
