@@ -446,8 +446,9 @@ def decode_step(monkeypatch):
     """Give the ladder a decode step of one's choosing (``decode_step(step)``; None: none)."""
 
     def install(step):
-        lin.clear_cache()
         monkeypatch.setattr(ladder, "decode", lambda arch="sm90": step if step is None or step.arch == arch else None)
+        monkeypatch.setattr(lin, "decode_step_verified", lambda arch_name, records=None: step is not None)  # as if recorded
+        lin.clear_cache()
 
     yield install
     lin.clear_cache()
@@ -484,7 +485,7 @@ def test_without_a_decode_step_or_where_it_refuses_the_shape_step_11_runs(decode
 def test_the_route_on_the_ladder_as_it_is():
     """With the ladder's own steps: sm90/12 up to 256 rows once it exists (else sm90/11), sm90/11 above."""
     lin.clear_cache()
-    small = ladder.decode("sm90") or ladder.final("sm90")
+    small = ladder.decode("sm90") if lin.decode_step_verified("sm90") else ladder.final("sm90")
     for m in (1, 16, 256):
         assert lin.route("sm90", m, 4096, 4096)[0] is small
     assert lin.route("sm90", 4096, 4096, 4096)[0].key == "sm90/11"
@@ -579,3 +580,14 @@ def test_linear_refuses_operands_that_require_grad_on_the_gpu():
     with pytest.raises(GemmInputError, match="no backward"):
         lin.linear(torch.randn(4, 64, device="cuda").to(torch.bfloat16), w)
     assert ladder.get(lin.final_step().key).number == 11
+
+
+@pytest.mark.fast
+def test_the_decode_step_joins_the_route_once_a_gpu_record_of_it_exists():
+    """An unchecked kernel is no drop-in: until results/ holds a record of sm90/12 (written only after
+    its output matched float32 on a GPU), linear runs step 11 at every M."""
+    step = ladder.decode("sm90")
+    assert not lin.decode_step_verified("sm90", records=[])
+    assert not lin.decode_step_verified("sm90", records=[{"step": "sm90/11", "gpu": "NVIDIA H200"}])
+    assert lin.decode_step_verified("sm90", records=[{"step": f"{step.key}:tile_m=64", "gpu": "NVIDIA H100 80GB HBM3"}])
+    assert not lin.decode_step_verified("sm100", records=[{"step": step.key, "gpu": "NVIDIA H200"}])

@@ -8,8 +8,9 @@
 ``y = x W^T (+ bias)`` runs as the course's GEMM ``C = A @ B.T`` with A the input flattened to
 (M, K), B the weight (N, K) as ``nn.Linear`` stores it, and C the output (M, N). Which step runs is
 :func:`route`'s choice per shape: on Hopper the memory-roofline step (``sm90/12``, swap-AB) for at
-most :data:`SMALL_M` rows, else the last step of the compute ladder (step 11: ``sm90/11`` on
-Hopper, ``sm100/11`` on Blackwell), each with its own config for the shape (``Step.config_for``).
+most :data:`SMALL_M` rows once a GPU record of it exists (:func:`decode_step_verified`), else the
+last step of the compute ladder (step 11: ``sm90/11`` on Hopper, ``sm100/11`` on Blackwell), each
+with its own config for the shape (``Step.config_for``).
 Everything it cannot take is refused before launch with a
 :class:`~gemm_course.problem.GemmInputError` that says what to do.
 
@@ -48,6 +49,7 @@ import warnings
 import torch
 
 from . import arch, b200, ladder, plan, run
+from . import records as rec
 from .problem import ELEMS_PER_16B, GemmInputError, GemmProblem, operand_rule, shape_rules
 from .problem import validate as validate_gemm
 
@@ -65,6 +67,18 @@ _NO_BACKWARD = (
 # runs the memory-roofline step.
 SMALL_M = 256
 SMALL_M_ARCHS = ("sm90",)  # where linear routes small M to ladder.decode(arch); Blackwell's step 11 has its own decode path
+
+
+def decode_step_verified(arch_name: str, records=None) -> bool:
+    """Whether the ladder's memory-roofline step of ``arch_name`` has a bench record under results/
+    (a record is written only after the step's output matched the float32 reference on the GPU it
+    names). Until then :func:`route` keeps that step out of the drop-in path: a model's layers run
+    on the steps that have been checked on a GPU."""
+    step = ladder.decode(arch_name)
+    if step is None:
+        return False
+    recs = records if records is not None else rec.load_records()
+    return any(r.get("step", "").split(":")[0] == step.key and r.get("gpu") for r in recs)
 
 _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run.Workspace
 _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
@@ -108,13 +122,16 @@ def route_plan(arch_name: str, m: int, n: int, k: int) -> plan.Plan:
     """The :class:`gemm_course.plan.Plan` :func:`linear` runs an M x N x K GEMM with on ``arch_name``.
 
     On an architecture of :data:`SMALL_M_ARCHS`, at most :data:`SMALL_M` rows go to the ladder's
-    memory-roofline step (``ladder.decode``: ``sm90/12``, swap-AB) when it exists and takes the
-    shape; everything else runs the last step of the compute ladder (``ladder.final``: step 11).
+    memory-roofline step (``ladder.decode``: ``sm90/12``, swap-AB) when it exists, has a GPU record
+    (:func:`decode_step_verified`) and takes the shape; everything else runs the last step of the
+    compute ladder (``ladder.final``: step 11).
     Each with the step's own config for the shape (``Step.config_for``), checked once
     (:func:`gemm_course.plan.for_problem`); a :class:`GemmInputError` when no step takes it."""
     problem = GemmProblem(m, n, k)
     final = ladder.final(arch_name)
     small = ladder.decode(arch_name) if arch_name in SMALL_M_ARCHS and m <= SMALL_M else None
+    if small is not None and not _decode_verified(arch_name):
+        small = None  # no GPU record of the decode step yet: the checked compute step runs every M
     if small is not None:
         try:
             return plan.for_problem(small, problem)
@@ -246,12 +263,18 @@ def validate(input, weight, bias=None, *, out=None, device_type: str = "cuda") -
         raise GemmInputError(f"linear: {e} {_ROLES}") from None
 
 
+@functools.lru_cache(maxsize=None)
+def _decode_verified(arch_name: str) -> bool:
+    return decode_step_verified(arch_name)
+
+
 def clear_cache() -> None:
     """Free the scratch :func:`linear` keeps per (step, config, device, stream), except what a
     captured CUDA graph launches with, and forget the step and config it chose per shape; the next
     call allocates again (so a capture after this needs a warm-up again)."""
     _workspaces.clear()
     route_plan.cache_clear()
+    _decode_verified.cache_clear()
     plan.clear_cache()
 
 
