@@ -23,7 +23,7 @@ from gemm_course.viz.pipelines import format_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 MY_CHAPTERS = (6, 7, 8, 9, 10, 11)
-HUNK_CHAPTERS = (2, 3, 6, 7, 8, 9, 10, 11)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
+HUNK_CHAPTERS = (2, 3, 4, 6, 7, 8, 9, 10, 11)  # chapters whose Blackwell section is annotated hunk by hunk (issue 33), so far
 
 
 def chapter_text(number: int) -> str:

@@ -40,7 +40,7 @@ def test_smem_descriptor_decodes_offsets_in_bytes_and_the_swizzle():
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("number", (2, 3))
+@pytest.mark.parametrize("number", (2, 3, 4))
 def test_hunks_come_before_the_full_listing(number):
     text = chapter_text(number)
     section = text[text.index("\n## "):text.index("-hopper)=")]
