@@ -48,3 +48,10 @@ def test_hunks_come_before_the_full_listing(number):
     assert hunk != -1
     listing = [i for i in (section.find("chapter.show_diff("), section.find("chapter.show_source(")) if i != -1]
     assert all(hunk < i for i in listing), "the full listing comes before the hunks"
+
+
+@pytest.mark.fast
+def test_chapter_1s_blackwell_exercise_counts_in_the_sm100a_sass():
+    text = chapter_text(1)
+    blackwell = text[text.index("### Try it yourself (Blackwell)"):text.index("(ch1-hopper)=")]
+    assert 'exercises.check_naive_loads_per_fma, your_loads_per_fma, "sm_100a"' in blackwell
