@@ -56,3 +56,13 @@ def test_notes_block_shows_energy_by_class_and_shape_only_when_records_have_it(t
     assert "| 2048x2048x2048 | 2.00 | 2.50 | 0.800 | 1.200 | 0.950 | 1.000 | 24.0 / 7.5 |" in block
     assert "| 1024x1024x8192 | 2.00 | 2.50 | 0.800 | - |" in block
     assert "Energy note: 1 block(s) (step) saw fewer than two counter changes" in block
+
+
+@pytest.mark.fast
+def test_the_notes_page_speaks_the_books_words():
+    """NOTES.md is a page of the book (book/notes.md includes it): no lab words in it (issue 33)."""
+    import re
+
+    with open(notes.NOTES) as f:
+        text = f.read()
+    assert not re.findall(r"\bsessions?\b|\blent\b", text, flags=re.I)
