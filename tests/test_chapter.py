@@ -106,3 +106,14 @@ def test_on_a_gpu_each_step_is_checked_then_timed(monkeypatch, capsys, shown):
     monkeypatch.setattr(run, "check", lambda step, shapes, seed: [_Result(ok=False)])
     with pytest.raises(AssertionError):
         chapter.check("sm90/2")
+
+
+def test_the_whole_ladders_live_bars_draw_no_seed_panel_on_a_hopper_chart(monkeypatch, shown):
+    _pretend_gpu(monkeypatch, "sm_90a")
+    bars = []
+    monkeypatch.setattr(run, "shapes_for", lambda step, count: [])
+    monkeypatch.setattr(run, "check", lambda step, shapes, seed: [_Result()])
+    monkeypatch.setattr(bench, "bench_step", lambda step, problem, repeats, rounds, command: {"step": step.key})
+    monkeypatch.setattr(viz, "ladder_bars", lambda records, **kw: bars.append(kw) or "figure")
+    live = chapter.check_and_time((2, 3), ["rec"], "03_swizzling.ipynb", arch="sm90")
+    assert bars == [dict(arch="sm90", live=live, seed=False, own_ratios=True)]

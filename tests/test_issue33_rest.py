@@ -6,6 +6,7 @@ Chapters are read as text from their MyST Markdown sources (notebooks/NN_*.md)."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,15 @@ def test_chapter_1s_blackwell_exercise_counts_in_the_sm100a_sass():
     text = chapter_text(1)
     blackwell = text[text.index("### Try it yourself (Blackwell)"):text.index("(ch1-hopper)=")]
     assert 'exercises.check_naive_loads_per_fma, your_loads_per_fma, "sm_100a"' in blackwell
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("number", (1, 2, 3, 4))
+def test_hopper_charts_draw_no_seed_panel_and_label_bars_by_their_own_cublas(number):
+    text = chapter_text(number)
+    hopper = text[text.index(f"(ch{number}-hopper)="):]
+    calls = re.findall(r"viz\.ladder_bars\((.*?)\)\n", hopper)
+    for call in calls:
+        assert "seed=False" in call or 'seed=GPU_ARCH == "sm100"' in call, call
+        assert "own_ratios=True" in call, call
+    assert calls or "chapter.step_bars(" in hopper

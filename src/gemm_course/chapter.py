@@ -185,8 +185,9 @@ def check_and_time(numbers: Sequence[int], records: Sequence[dict], notebook: st
     """The live end of a chapter's measured section. On a GPU that runs ``arch``'s steps (any course
     GPU when ``arch`` is ``None``): check each step ``numbers`` (:func:`check`), time it
     (:func:`time_step`), and draw the recorded bars with the live ones beside them (with
-    ``highlight``, :func:`step_bars`' view; else the whole ladder). Elsewhere print ``missing``.
-    Returns the live records (empty without such a GPU)."""
+    ``highlight``, :func:`step_bars`' view; else the whole ladder, each bar labelled with its ratio
+    to its own run's cuBLAS, and the seed's quoted B200 panel on a Blackwell chart only). Elsewhere
+    print ``missing``. Returns the live records (empty without such a GPU)."""
     here = runnable_arch()
     if here is None or (arch is not None and here != arch):
         print(missing or f"No {GPU_NAMES.get(arch, 'GPU')} here: the bars above are the recorded measurements.")
@@ -199,5 +200,5 @@ def check_and_time(numbers: Sequence[int], records: Sequence[dict], notebook: st
     if highlight:
         display(step_bars(records, numbers, arch=here, live=live))
     else:
-        display(viz.ladder_bars(records, arch=here, live=live))
+        display(viz.ladder_bars(records, arch=here, live=live, seed=here == "sm100", own_ratios=True))
     return live
