@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import source
+from gemm_course import chapter, schedule, source
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,3 +68,37 @@ def test_hopper_charts_draw_no_seed_panel_and_label_bars_by_their_own_cublas(num
         assert "seed=False" in call or 'seed=GPU_ARCH == "sm100"' in call, call
         assert "own_ratios=True" in call, call
     assert calls or "chapter.step_bars(" in hopper
+
+
+@pytest.mark.fast
+def test_chapter_11s_constants_are_shown_beside_the_records_that_set_them():
+    text = chapter_text(11)
+    shown = set()
+    for call in re.findall(r"chapter\.constants_table\(\((.*?)\)\)", text):
+        shown |= set(re.findall(r'"(\w+)"', call))
+    assert shown == {name for name, _, _ in chapter.CONSTANT_EVIDENCE}
+    assert shown == {"FIXUP_K_TILES", "IDLE_SHARE", "LOCKSTEP_K_TILES", "MANY_WAVES", "FILL_TIE"}
+
+
+@pytest.mark.fast
+def test_each_constants_records_point_the_way_it_was_set():
+    """The median of each comparison on the shapes the constant decides: the split loses where the
+    idle share is under a hand-over's price; whole wins where few clusters idle and loses where many
+    do; lockstep wins from its threshold on and loses below; narrower tiles lose from MANY_WAVES
+    waves on; the narrowest loses where its fill ties the rule's wider pick."""
+    medians = {(name, label): s["median"] for name, _, label, _, s in chapter.constant_evidence()}
+    signs = [m > 0 for m in medians.values()]
+    assert signs == [False, True, False, True, False, False, True, False], medians
+    rows = chapter.constant_evidence()
+    assert all(s is not None and s["n"] >= 3 and s["min"] <= s["median"] <= s["max"] for *_, s in rows)
+    table = chapter.constants_table(("FIXUP_K_TILES",))
+    assert f"`FIXUP_K_TILES` = {schedule.FIXUP_K_TILES}" in table and "min-max" in table and "A/B record" in table
+    assert "tune_run" not in table  # a chapter does not cite runs by number
+    assert "tune_run5" in chapter.constants_table(("FIXUP_K_TILES",), files=True)
+
+
+@pytest.mark.fast
+def test_spread_is_the_median_and_the_percentiles():
+    s = chapter.spread([0.05, -0.01, 0.02, 0.0, 0.03])
+    assert (s["n"], s["median"], s["min"], s["max"]) == (5, 0.02, -0.01, 0.05)
+    assert s["p10"] == pytest.approx(-0.006) and s["p90"] == pytest.approx(0.042)

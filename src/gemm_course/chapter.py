@@ -202,3 +202,207 @@ def check_and_time(numbers: Sequence[int], records: Sequence[dict], notebook: st
     else:
         display(viz.ladder_bars(records, arch=here, live=live, seed=here == "sm100", own_ratios=True))
     return live
+
+
+# ---- chapter 11: step 11's thresholds beside the records that set them --------------------------
+
+H200_CLUSTERS = 66  # clusters of two on an H200's 132 SMs: what the runs below launched on
+
+
+def _shape(shape: str) -> tuple:
+    return tuple(int(v) for v in shape.split("x"))
+
+
+def _tail(shape: str, tile_n: int = 256) -> tuple:
+    """``(tail tiles r, idle clusters G - r, K tiles)`` of a shape's last wave for the 128 x ``tile_n``
+    tile in its clusters on an H200 (every cluster-tile count in these runs exceeds G)."""
+    from . import tile_rule
+
+    m, n, k = _shape(shape)
+    tiles = tile_rule.cluster_tiles(m, n, tile_n)
+    r = tiles % H200_CLUSTERS
+    return r, H200_CLUSTERS - r, -(-k // tile_rule.TILE_K)
+
+
+def _idle_k_tiles_short(shape: str) -> bool:
+    """A partial last wave whose idle share is no more than a hand-over's price (the split declined
+    by ``FIXUP_K_TILES``)."""
+    from . import schedule
+
+    r, idle, k_tiles = _tail(shape)
+    return r > 0 and idle * k_tiles <= schedule.FIXUP_K_TILES * H200_CLUSTERS
+
+
+def _idle_clusters(shape: str, few: bool) -> bool:
+    """A last wave the hand-over's price allows, with at most (``few``) or more than G / ``IDLE_SHARE``
+    idle clusters."""
+    from . import schedule
+
+    r, idle, k_tiles = _tail(shape)
+    if r == 0 or idle * k_tiles <= schedule.FIXUP_K_TILES * H200_CLUSTERS:
+        return False
+    return (idle * schedule.IDLE_SHARE <= H200_CLUSTERS) == few
+
+
+def _split_k_tiles(shape: str) -> Optional[int]:
+    """K tiles per tile of a shape whose tail today's rule splits (its tile from ``tile_rule.choose``),
+    else None."""
+    from . import schedule, tile_rule
+
+    m, n, k = _shape(shape)
+    tiles = tile_rule.cluster_tiles(m, n, tile_rule.choose(m, n, k, H200_CLUSTERS).tile_n)
+    k_tiles = -(-k // tile_rule.TILE_K)
+    grid = schedule.grid_clusters(tiles, H200_CLUSTERS, k_tiles)
+    return k_tiles if schedule.split_tail(tiles, grid, k_tiles)[1] > 0 else None
+
+
+LOCKSTEP_RUNS_K_TILES = (64, 256)  # runs 43 and 44: the copy's threshold, and the kernel's at the time
+
+
+def _lockstep_band(shape: str, above: bool) -> bool:
+    """A split tail that runs 43 and 44's two copies schedule differently (K tiles within
+    :data:`LOCKSTEP_RUNS_K_TILES`), from ``LOCKSTEP_K_TILES`` on (``above``) or below it."""
+    from . import schedule
+
+    k_tiles = _split_k_tiles(shape)
+    low, high = LOCKSTEP_RUNS_K_TILES
+    if k_tiles is None or not low <= k_tiles < high:
+        return False
+    return (k_tiles >= schedule.LOCKSTEP_K_TILES) == above
+
+
+def _many_waves(shape: str, many: bool) -> bool:
+    from . import tile_rule
+
+    m, n, _ = _shape(shape)
+    return (tile_rule.waves(m, n, tile_rule.TILE_NS[0], H200_CLUSTERS) >= tile_rule.MANY_WAVES) == many
+
+
+def _fill_tie(shape: str) -> bool:
+    """The narrowest tile's wave fill within ``FILL_TIE`` of the rule's wider pick."""
+    from . import tile_rule
+
+    m, n, k = _shape(shape)
+    pick = tile_rule.choose(m, n, k, H200_CLUSTERS).tile_n
+    narrow = tile_rule.TILE_NS[-1]
+    fill = {w: tile_rule.wave_fill(tile_rule.waves(m, n, w, H200_CLUSTERS)) for w in (pick, narrow)}
+    return pick != narrow and fill[narrow] >= fill[pick] - tile_rule.FILL_TIE
+
+
+_NARROW = "sm90/11:tile_n=128,cluster_m=1,cluster_n=2,stages=6,epi_n=32"
+
+# (constant, module, [(label, [(run, new, old)], keep(shape))]): each threshold with the A/B runs
+# under results/tuning that set it (named in the constant's comment in its module and in NOTES.md),
+# and the shapes of those runs each comparison reads, chosen by the constant itself
+CONSTANT_EVIDENCE = (
+    ("FIXUP_K_TILES", "schedule", (
+        ("the tail split against kept whole, where a cluster's idle share is at most the hand-over's price",
+         (("tune_run5", "sm90/10", "sm90/10:stream_k=0"),
+          ("tune_run23_vector_handover_forced_split", "sm90/10:fixup_k_tiles=0", "sm90/10")),
+         _idle_k_tiles_short),)),
+    ("IDLE_SHARE", "schedule", (
+        ("whole against split, at most G / IDLE_SHARE clusters idle",
+         (("tune_run24_idle_share_rule_epi256", "sm90/10", "sm90_head@sm90/10"),
+          ("tune_run15_variants_weak_shapes", "sm90/10:stream_k=0", "sm90/10"),
+          ("tune_run18_lockstep_tail", "sm90/10:stream_k=0", "sm90/10")),
+         lambda shape: _idle_clusters(shape, few=True)),
+        ("whole against split, more idle clusters",
+         (("tune_run15_variants_weak_shapes", "sm90/10:stream_k=0", "sm90/10"),
+          ("tune_run18_lockstep_tail", "sm90/10:stream_k=0", "sm90/10")),
+         lambda shape: _idle_clusters(shape, few=False)))),
+    ("LOCKSTEP_K_TILES", "schedule", (
+        ("lockstep against the classic tail, K tiles from the threshold on",
+         (("tune_run43_lockstep_tail_first_few_wave", "sm90_lockstep@sm90/11", "sm90/11"),
+          ("tune_run44_lockstep_one_to_nine_waves", "sm90_lockstep@sm90/11", "sm90/11")),
+         lambda shape: _lockstep_band(shape, above=True)),
+        ("the same, fewer K tiles",
+         (("tune_run43_lockstep_tail_first_few_wave", "sm90_lockstep@sm90/11", "sm90/11"),
+          ("tune_run44_lockstep_one_to_nine_waves", "sm90_lockstep@sm90/11", "sm90/11")),
+         lambda shape: _lockstep_band(shape, above=False)))),
+    ("MANY_WAVES", "tile_rule", (
+        ("128 x 192 and 128 x 128 against 128 x 256, from MANY_WAVES waves on",
+         (("tune_run36_tile_192", "sm90/11:tile_n=192,stages=4,epi_n=96", "sm90/11"),
+          ("tune_run36_tile_192", "sm90/11:tile_n=128,stages=6,epi_n=32", "sm90/11")),
+         lambda shape: _many_waves(shape, many=True)),
+        ("the same, fewer waves",
+         (("tune_run36_tile_192", "sm90/11:tile_n=192,stages=4,epi_n=96", "sm90/11"),
+          ("tune_run36_tile_192", "sm90/11:tile_n=128,stages=6,epi_n=32", "sm90/11")),
+         lambda shape: _many_waves(shape, many=False)))),
+    ("FILL_TIE", "tile_rule", (
+        ("128 x 128 against the rule's wider tile, where their wave fills tie",
+         (("tune_run42_fill_ties", _NARROW, "sm90/11"),),
+         _fill_tie),)),
+)
+
+
+def spread(values: Sequence[float]) -> dict:
+    """``n``, ``median``, ``min``, ``max``, ``p10`` and ``p90`` (linear interpolation) of ``values``."""
+    v = sorted(values)
+
+    def q(p):
+        x = p * (len(v) - 1)
+        lo = int(x)
+        return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (x - lo)
+
+    return {"n": len(v), "median": q(0.5), "min": v[0], "max": v[-1], "p10": q(0.1), "p90": q(0.9)}
+
+
+def constant_evidence(results_dir: Optional[str] = None) -> list:
+    """``[(constant, value, label, {run: {shape: None}}, spread of the speed-ups or None)]``: for each of
+    step 11's thresholds (:data:`CONSTANT_EVIDENCE`), each comparison's speed-ups
+    (:func:`gemm_course.records.ab_changes`, ``new`` over ``old``) on the shapes it reads, pooled
+    over its runs."""
+    import importlib
+
+    from . import records
+
+    out = []
+    for name, module, comparisons in CONSTANT_EVIDENCE:
+        value = getattr(importlib.import_module(f"gemm_course.{module}"), name)
+        for label, runs, keep in comparisons:
+            values, shapes = [], {}
+            for run, new, old in runs:
+                tune = records.load_tuning(run, results_dir)
+                if tune is None:
+                    continue
+                for shape, vs in records.ab_changes(tune, new, old).items():
+                    if keep(shape):
+                        values += vs
+                        shapes.setdefault(run, {})[shape] = None  # a shape once per run
+            out.append((name, value, label, shapes, spread(values) if values else None))
+    return out
+
+
+def _pct(v: float) -> str:
+    text = f"{v:+.1%}"
+    return "0.0%" if text in ("+0.0%", "-0.0%") else text
+
+
+def constants_table(names: Sequence[str], results_dir: Optional[str] = None, files: bool = False) -> str:
+    """A Markdown table: each constant ``names`` with its value, each comparison that set it, the
+    median speed-up over its shape-runs with the range (min to max; p10 to p90 where there are ten
+    or more), and the records it reads: how many A/B records, on which GPU and when (a chapter does
+    not cite runs by number; ``files``: their names under ``results/tuning/``, for the appendix)."""
+    from . import records, tuning_history
+
+    rows = ["| constant | comparison (shapes chosen by the constant) | median (range), shape-runs | records |",
+            "|---|---|---|---|"]
+    for name, value, label, shapes, s in constant_evidence(results_dir):
+        if name not in names:
+            continue
+        if s is None:
+            effect = "not recorded"
+        else:
+            band = f"p10-p90 {_pct(s['p10'])} to {_pct(s['p90'])}; " if s["n"] >= 10 else ""
+            effect = f"**{_pct(s['median'])}** ({band}min-max {_pct(s['min'])} to {_pct(s['max'])}), {s['n']}"
+        if files:
+            where = "<br>".join(f"`{run}` ({len(v)} shape{'s' if len(v) > 1 else ''})" for run, v in shapes.items())
+        else:
+            tunes = [records.load_tuning(run, results_dir) for run in shapes]
+            gpus = sorted({tuning_history.run_provenance(tune).split(", ")[0] for tune in tunes})
+            dates = sorted({tuning_history.run_date(tune) for tune in tunes} - {None})
+            count = len({shape for v in shapes.values() for shape in v})
+            where = (f"{len(tunes)} A/B record{'s' if len(tunes) > 1 else ''}, {count} shape{'s' if count > 1 else ''}, "
+                     f"{' and '.join(gpus)}" + (f", {', '.join(dates)}" if dates else ""))
+        rows.append(f"| `{name}` = {value} | {label} | {effect} | {where or '-'} |")
+    return "\n".join(rows)
