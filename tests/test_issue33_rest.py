@@ -102,3 +102,10 @@ def test_spread_is_the_median_and_the_percentiles():
     s = chapter.spread([0.05, -0.01, 0.02, 0.0, 0.03])
     assert (s["n"], s["median"], s["min"], s["max"]) == (5, 0.02, -0.01, 0.05)
     assert s["p10"] == pytest.approx(-0.006) and s["p90"] == pytest.approx(0.042)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("number", (2, 3, 4))
+def test_the_first_screen_gives_the_headline_number(number):
+    text = chapter_text(number)
+    assert f"chapter.headline(records, {number})" in text[:text.index("\n## ")]
