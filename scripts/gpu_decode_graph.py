@@ -29,29 +29,9 @@ from gemm_course.problem import GemmProblem, make_inputs, reference, relative_er
 
 
 def graph_ms(calls: list, launches: int, replays: int) -> float:
-    """ms per call of ``launches`` calls (cycling through ``calls``, each ``fn(stream)``) in one graph."""
-    side = torch.cuda.Stream()
-    bound = [fn(side) for fn in calls]
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for f in bound:
-            f()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side):
-        for i in range(launches):
-            bound[i % len(bound)]()
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    graph.reset()
-    return start.elapsed_time(end) / (launches * replays)
+    """ms per call of ``launches`` calls captured in one graph, cycling through ``calls`` (each
+    ``fn(stream)``, as ``bench.capture_graph`` takes them): ``bench.graph_back_to_back``."""
+    return bench.graph_back_to_back(lambda stream: bench.Rotation([fn(stream) for fn in calls]), launches, replays)
 
 
 def measure(step, problem: GemmProblem, rounds: int, launches: int, replays: int, copy: float, seed: int) -> dict:

@@ -261,18 +261,24 @@ class Gemm(parent.Gemm):
             cute.arch.store(mFlags.iterator + slot, cutlass.Int32(1), sem="release", scope="gpu")
 
     @cute.jit
+    def take_flag(self, mFlags: cute.Tensor, slot):
+        """Spin until the flag of ``slot`` is raised (acquire: its partial sum is visible), then lower it
+        for the next launch."""
+        flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
+        start = watchdog.clock()  # debug builds only: the spin is bounded
+        while flag == 0:
+            watchdog.check(start, "the stream-K flag of a slot", slot)
+            flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
+        cute.arch.store(mFlags.iterator + slot, cutlass.Int32(0))
+
+    @cute.jit
     def add_partials(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, first_piece, last_piece):
         """The finisher: wait for each helper piece's flag (acquire), reset it, add its partial sum."""
         tidx, _, _ = cute.arch.thread_idx()
         for piece in cutlass.range(first_piece, last_piece + 1, unroll=1):
             slot = self.partial_slot(piece)
             if tidx == WARPGROUP:
-                flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
-                start = watchdog.clock()  # debug builds only: the spin is bounded
-                while flag == 0:
-                    watchdog.check(start, "the stream-K flag of a slot", slot)
-                    flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
-                cute.arch.store(mFlags.iterator + slot, cutlass.Int32(0))  # ready for the next launch
+                self.take_flag(mFlags, slot)
             cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.consumer_threads)
             part = self.partial_view(mPartials, slot, accumulators)
             for v in cutlass.range(cute.size(accumulators), unroll_full=True):

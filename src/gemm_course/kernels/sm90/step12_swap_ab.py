@@ -41,7 +41,7 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 
-from ... import hardware, schedule, watchdog
+from ... import hardware, schedule
 from . import step11_beyond_the_seed as parent
 from .step04_tma_store import EPI_BARRIER_ID, can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
 from .step05_cluster_multicast import SMEM_CAPACITY, WARPGROUP, smem_estimate
@@ -157,13 +157,7 @@ class Gemm(parent.Gemm):
             tidx, _, _ = cute.arch.thread_idx()
             waiter = tidx - WARPGROUP
             if first_piece + waiter <= last_piece:
-                slot = self.partial_slot(first_piece + waiter)
-                flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
-                start = watchdog.clock()  # debug builds only: the spin is bounded
-                while flag == 0:
-                    watchdog.check(start, "the stream-K flag of a slot", slot)
-                    flag = cute.arch.load(mFlags.iterator + slot, cutlass.Int32, sem="acquire", scope="gpu")
-                cute.arch.store(mFlags.iterator + slot, cutlass.Int32(0))  # ready for the next launch
+                self.take_flag(mFlags, self.partial_slot(first_piece + waiter))
             cute.arch.barrier(barrier_id=EPI_BARRIER_ID, number_of_threads=self.consumer_threads)
             for base in cutlass.range(first_piece, last_piece + 1, GATHER, unroll=1):
                 parts = [self.partial_view(mPartials, self.partial_slot(cutlass.select_(base + p <= last_piece, base + p, base)),
