@@ -96,6 +96,11 @@ def check_single_cta(config: Config):
         return False, f"clc_stages = {config.clc_stages}: only 1 is supported (one scheduler answer in flight)"
     if config.group < 1:
         return False, "group must be at least 1"
+    return check_single_cta_smem(config)
+
+
+def check_single_cta_smem(config: Config):
+    """Whether a single-CTA tile's stages and staging fit a CTA's shared memory (``decode_rule``'s estimate)."""
     smem = decode_rule.smem_estimate(config.tile_m, config.tile_n, config.stages, config.epi_n, config.epi_stages)
     if smem > decode_rule.SMEM_CAPACITY:
         most = decode_rule.max_stages(config.tile_m, config.tile_n, config.epi_n, config.epi_stages)

@@ -84,12 +84,7 @@ def check_config(config: Config):
             return ok, why
     if not 2 <= config.stages <= decode_rule.MAX_STAGES:
         return False, f"stages must be from 2 to {decode_rule.MAX_STAGES}"
-    smem = decode_rule.smem_estimate(config.tile_m, config.tile_n, config.stages, config.epi_n, config.epi_stages)
-    if smem > decode_rule.SMEM_CAPACITY:
-        most = decode_rule.max_stages(config.tile_m, config.tile_n, config.epi_n, config.epi_stages)
-        return False, f"needs about {smem} B of shared memory, more than the {decode_rule.SMEM_CAPACITY} B a CTA can have " \
-                      f"(at most {most} stages with this tile)"
-    return True, ""
+    return parent.check_single_cta_smem(config)
 
 
 def tile_n_for(m: int) -> int:
