@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import statistics
 from typing import Optional, Sequence
 
 from . import records as rec
@@ -137,7 +138,22 @@ def effect(c: Comparison, results_dir: Optional[str] = None) -> Optional[dict]:
     if not values:
         return None
     return {"shape_runs": len(values), "shapes": len(ch), "geomean": rec.geomean(1.0 + v for v, _ in values) - 1.0,
-            "lowest": min(values), "highest": max(values), "provenance": run_provenance(tune), "file": tune["_file"]}
+            **_middle([v for v, _ in values]), "lowest": min(values), "highest": max(values),
+            "provenance": run_provenance(tune), "file": tune["_file"]}
+
+
+def _middle(values: Sequence[float]) -> dict:
+    """The median of ``values`` and, from ten values on, their 10th and 90th percentiles (else None)."""
+    ordered = sorted(values)
+    tenth = statistics.quantiles(ordered, n=10) if len(ordered) >= 10 else None
+    return {"median": statistics.median(ordered), "p10": tenth[0] if tenth else None, "p90": tenth[-1] if tenth else None}
+
+
+def _spread_text(e: dict, lowest: float, highest: float) -> str:
+    """'**median** ... (p10 to p90; lowest to highest)' of an effect, in percent."""
+    inner = f"p10-p90 {_percent(e['p10'])} to {_percent(e['p90'])}; " if e["p10"] is not None else ""
+    head = f"**{_percent(e['median'])}** median over {e['shape_runs']} shape-runs"
+    return f"{head} ({inner}{_percent(lowest)} to {_percent(highest)}"
 
 
 def _percent(v: float) -> str:
@@ -153,8 +169,10 @@ def effect_line(key: str, results_dir: Optional[str] = None) -> str:
         if e is None:
             lines.append(f"* {c.label}: not recorded under `results/tuning/`.")
             continue
-        lines.append(f"* {c.label}: **{_percent(e['geomean'])}** geometric mean over {e['shape_runs']} shape-runs "
-                     f"({e['shapes']} shapes), from {_percent(e['lowest'][0])} ({e['lowest'][1]}) to "
+        lines.append(f"* {c.label}: **{_percent(e['median'])}** median over {e['shape_runs']} shape-runs "
+                     f"({e['shapes']} shapes; geometric mean {_percent(e['geomean'])}"
+                     + (f", p10-p90 {_percent(e['p10'])} to {_percent(e['p90'])}" if e["p10"] is not None else "")
+                     + f"), from {_percent(e['lowest'][0])} ({e['lowest'][1]}) to "
                      f"{_percent(e['highest'][0])} ({e['highest'][1]}); measured on {e['provenance']}.")
     return "\n".join(lines)
 
@@ -165,7 +183,7 @@ def idea_effect(key: str, results_dir: Optional[str] = None) -> Optional[dict]:
     values = [v for c in IDEAS[key].comparisons for vs in changes(c, results_dir).values() for v in vs]
     if not values:
         return None
-    return {"shape_runs": len(values), "geomean": rec.geomean(1.0 + v for v in values) - 1.0,
+    return {"shape_runs": len(values), "geomean": rec.geomean(1.0 + v for v in values) - 1.0, **_middle(values),
             "lowest": min(values), "highest": max(values)}
 
 
@@ -176,9 +194,7 @@ def effects_rows(keys: Sequence[str] = CHAPTER_IDEAS, results_dir: Optional[str]
     rows = []
     for key in keys:
         e = idea_effect(key, results_dir)
-        text = ("not recorded" if e is None else
-                f"**{_percent(e['geomean'])}** over {e['shape_runs']} shape-runs "
-                f"({_percent(e['lowest'])} to {_percent(e['highest'])})")
+        text = "not recorded" if e is None else _spread_text(e, e["lowest"], e["highest"]) + ")"
         rows.append((prefix + IDEAS[key].title, text, IDEAS[key].found))
     return rows
 
@@ -193,8 +209,9 @@ def effects_table(first: Sequence[tuple] = (), keys: Sequence[str] = CHAPTER_IDE
     tunes = [rec.load_tuning(c.run, results_dir) for k in keys for c in IDEAS[k].comparisons]
     where = sorted({run_provenance(t).split(", ")[0] for t in tunes if t})
     dates = sorted({run_date(t) for t in tunes if t and run_date(t)})
-    note = (f"\n\nEach measured effect: the geometric mean over shapes and runs of how much faster the kernel ran "
-            f"with the idea than without it (lowest to highest in brackets), both timed in turn with cuBLAS in one "
+    note = (f"\n\nEach measured effect: the median over shapes and runs of how much faster the kernel ran "
+            f"with the idea than without it (in brackets the 10th to 90th percentile where there are ten or more, and "
+            f"the lowest to highest), both timed in turn with cuBLAS in one "
             f"process, on {' and '.join(where) or 'no recorded GPU'}"
             + (f" (the runs that recorded a date: {', '.join(dates)})" if dates else "") + ".")
     return "\n".join(rows) + note
