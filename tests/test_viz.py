@@ -556,6 +556,36 @@ def test_roofline_labels_points_that_share_an_intensity_apart():
 
 
 @pytest.mark.fast
+def test_roofline_labels_are_not_crossed_by_its_horizontal_lines():
+    """Issue 33: on the results page's roofline the labels of points near the roof, a lower compute
+    roof and cuBLAS's level sat on those lines. Every label keeps half a label's height clear of each
+    horizontal line at its x (the roof and lower roofs right of their ridges, the levels everywhere),
+    within the axes; and the placement helper itself."""
+    import math
+
+    from gemm_course.viz.ladder import LABEL_HALF_HEIGHT, _clear_of
+
+    placed = _clear_of([1.0, 1.02, 1.05], 0.1, [1.0], 0.04)
+    assert all(abs(y - 1.0) >= 0.04 for y in placed) and all(abs(a - b) >= 0.1 - 1e-9 for a in placed for b in placed if a != b)
+    assert _clear_of([0.0, 5.0], 1.0, [], 0.1) == [0.0, 5.0]
+    peak, bandwidth, sustained, cublas = 989.0, 4.8, 851.6, 729.0
+    points = [{"label": f"step {n}", "intensity": 180.0, "tflops": 730.0 + 5 * n} for n in range(6, 12)]
+    points += [{"label": "step 5", "intensity": 180.0, "tflops": 320.0}, {"label": "step 4", "intensity": 55.0, "tflops": 560.0}]
+    fig = viz.roofline(GemmProblem.square(4096), peak, bandwidth, points, ceilings={"sustained": sustained},
+                       levels={"cuBLAS": cublas}, annotate=True)
+    ax = fig.axes[0]
+    y_lo, y_hi = ax.get_ylim()
+    half = LABEL_HALF_HEIGHT * math.log10(y_hi / y_lo)
+    labels = [t for t in ax.texts if t.get_text().startswith("step")]
+    assert len(labels) == len(points)
+    for t in labels:
+        x, y = t.get_position()
+        lines = [v for v in (peak, sustained) if x > v / bandwidth] + [cublas]
+        assert all(abs(math.log10(y / v)) >= half * 0.999 for v in lines), (t.get_text(), y)
+        assert y_lo < y < y_hi
+
+
+@pytest.mark.fast
 def test_bandwidth_bars_draw_the_decode_records():
     """The memory roofline's figure draws what the decode records hold (each shape's newest of the
     order, in the class's order), and a message where there is none."""

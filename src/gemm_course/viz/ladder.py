@@ -363,6 +363,33 @@ def _spread(values: Sequence[float], gap: float) -> list:
     return out
 
 
+LABEL_HALF_HEIGHT = 0.03  # half a 9-pt label's height, as a share of a roofline's log-scale y span
+
+
+def _clear_of(values: Sequence[float], gap: float, lines: Sequence[float], half: float,
+              limits: tuple = (-math.inf, math.inf)) -> list:
+    """Label positions :func:`_spread` apart that also keep ``half`` clear of every y in ``lines`` (a
+    label on a line would be crossed by it) and stay within ``limits``. Two sweeps: from the lowest
+    label up (each moved up past any line it would sit on, ``gap`` above the one below) and from the
+    highest down (the mirror image); the one that moves the labels less wins."""
+    spread = _spread(values, gap)
+
+    def sweep(ys: list, sign: int) -> list:
+        out, prev = [0.0] * len(ys), -math.inf
+        for i in sorted(range(len(ys)), key=lambda j: sign * ys[j]):
+            y = max(sign * ys[i], prev + gap)
+            while any(abs(y - sign * line) < half for line in lines):
+                y = max(sign * line for line in lines if abs(y - sign * line) < half) + 1.001 * half
+            out[i], prev = sign * y, y
+        return out
+
+    def cost(ys: list) -> float:
+        outside = sum(1 for y in ys if not limits[0] + half <= y <= limits[1] - half)
+        return outside * 1e6 + sum((y - v) ** 2 for y, v in zip(ys, spread))
+
+    return min((sweep(spread, 1), sweep(spread, -1)), key=cost)
+
+
 def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable = (),
              machine_label: str = "", title: Optional[str] = None, ceilings: Optional[dict] = None,
              levels: Optional[dict] = None, annotate: bool = False, x_label: Optional[str] = None) -> Figure:
@@ -440,9 +467,14 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
         colors = {id(p): line.get_color() for p, line in drawn}
         for rank, group in enumerate(groups):
             right = rank % 2 == 0
-            ys = _spread([math.log10(p["tflops"]) for p in group], 0.052 * span)
             edge = (max if right else min)(shown_x[id(p)] for p in group)
             tx = edge * (1.55 if right else 1 / 1.55)
+            # the horizontal lines a label there could sit on: the roof and the lower compute roofs right
+            # of their ridges, the reference levels everywhere
+            lines = [value for value in [peak_tflops, *(ceilings or {}).values()] if tx > value / bandwidth_tbs]
+            ys = _clear_of([math.log10(p["tflops"]) for p in group], 0.052 * span,
+                           [math.log10(v) for v in lines + list((levels or {}).values())], LABEL_HALF_HEIGHT * span,
+                           (math.log10(y_lo), math.log10(y_hi)))
             for p, ty in zip(group, ys):  # a text and a thin leader line (not an arrow: its box would cover others)
                 ax.plot([shown_x[id(p)], tx], [p["tflops"], 10 ** ty], color="#999999", linewidth=0.7, zorder=1)
                 ax.text(tx * (1.03 if right else 1 / 1.03), 10 ** ty, p["label"], ha="left" if right else "right",
