@@ -51,7 +51,7 @@ SWAP_MAX_M = 256  # tokens up to which C^T = W x^T is computed (the tokens fit o
 MAX_STAGES = 16  # enough bytes in flight many times over; more only lengthens the pipeline's fill
 MAX_PARTS = 8  # parts per tile at most: two gathered passes (``GATHER``)
 BUSY_SHARE = 0.9  # the share of the SMs a decode grid should keep streaming W
-GATHER = 4  # parts whose partial sums are loaded before any is added (a tile has at most schedule.MAX_PARTS)
+GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
 
 
 @dataclasses.dataclass(frozen=True)
