@@ -3,7 +3,7 @@
 #   check  correctness on unseen shapes (M = 1 .. 300, K not a multiple of 64, both tile heights, with
 #          and without the stream-K split and the gathered hand-over), NaN-poisoned outputs against
 #          float32; then the gpu tests of step 12, the drop-in linear (CUDA graphs, torch.compile) and
-#          the operand checks
+#          the operand checks; where linear's host time per call goes (scripts/gpu_linear_host.py)
 #   tune   the interleaved A/B of the rule's choices (tile height, split, hand-over, parts per tile)
 #          against sm90/11 and cuBLAS, weights rotated out of L2 (OUT/tune_*.json)
 #   sweep  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
@@ -39,6 +39,7 @@ sys.exit(1 if bad else 0)
 EOF
 gpu_tests=$(ls tests/test_swap_ab.py tests/test_linear.py tests/test_problem.py tests/test_linear_graph.py 2>/dev/null)
 timeout 240 python3 -m pytest -q -m gpu $gpu_tests 2>&1 | tee "$out/pytest_gpu.log" | tail -15 || status=1
+python3 scripts/gpu_linear_host.py --m 16 2>&1 | tee "$out/linear_host.txt" || status=1  # linear's host time, by part
 ;;
 tune)
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out" \
