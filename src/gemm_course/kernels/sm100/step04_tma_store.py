@@ -91,7 +91,7 @@ class Gemm(parent.Gemm):
         Both follow C's layout (``make_epilogue_operands``). C row-major: stmatrix as is, and each
         thread's row of epi_n values in 128-bit stores. C M-major (Blackwell step 12 writes C^T): the
         staging buffer is M-major too, so stmatrix transposes its 8 x 8 matrices, and a thread's row
-        is no longer contiguous: 16-bit stores, one value each, consecutive threads (rows) at
+        is not contiguous there: 16-bit stores, one value each, consecutive threads (rows) at
         consecutive addresses."""
         m_major = self.c_layout.is_m_major_c()
         if self.accumulator_rows() == 64:

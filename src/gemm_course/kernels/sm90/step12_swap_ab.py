@@ -27,7 +27,7 @@ Parent: step 11. Key differences (chapter 12):
   stages that fit in shared memory (``config_for``: 12 at 128 x 16) keep ~200 KiB of W in flight
   per SM, far above Little's law's ~25 KiB (3.35 TB/s / 132 SMs x ~1 us of DRAM latency).
 
-With more than ``SWAP_MAX_M`` rows the problem is no longer bound by W's bytes alone, and
+With more than ``SWAP_MAX_M`` rows the problem is bound by more than W's bytes, and
 ``config_for`` returns step 11's own choice with ``swap_ab`` off: the same kernel as step 11.
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
