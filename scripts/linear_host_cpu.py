@@ -58,6 +58,7 @@ def faked_gpu(compiled):
         patch(module, "validate", on_cpu)
     patch(lin, "validate_gemm", on_cpu)
     patch(lin, "_device_rule", lambda weight, bias, device_type: "")
+    patch(lin, "_KEPT_DEVICE_TYPE", "cpu")  # CPU tensors take the kept path
     patch(torch.cuda, "current_device", lambda: None)  # a CPU tensor's device index
     stream = types.SimpleNamespace(cuda_stream=7)
     patch(torch.cuda, "current_stream", lambda device=None: stream)
@@ -126,6 +127,8 @@ def main(argv=None) -> int:
         parts["whole call: linear(x, w, out=y), GPU faked"] = lambda: lin.linear(x, w, out=y)
         parts["whole call: linear(x, w), GPU faked"] = lambda: lin.linear(x, w)
         parts["the op's body alone (_linear, out=y)"] = lambda: lin._linear(x, w, None, y)
+        if hasattr(lin, "_signature"):
+            parts["the call's signature (_signature)"] = lambda: lin._signature(x, w, None, y)
         print(f"this CPU, no GPU: {plan.step.key} {m}x{n}x{k}, median of {args.calls} calls")
         for name, fn in parts.items():
             print(f"{name:48s} {median_us(fn, args.calls):8.1f} us")

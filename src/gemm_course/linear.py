@@ -21,9 +21,12 @@ Everything it cannot take is refused before launch with a
 Host time counts here (a decode GEMM runs for 10-30 us), so what does not change between calls is
 kept: the step and config per shape, and the step's scratch per (step, config, device, stream)
 (:class:`gemm_course.run.Workspace`), allocated and filled on the first call only. The kernels
-themselves are compiled once per config by :func:`gemm_course.arch.compile_step`. What each call
-still does on the host: linear's own checks, ``run.prepare``'s (the GEMM's rules) and the CuTe views
-of A, B and C. The kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB
+themselves are compiled once per config by :func:`gemm_course.arch.compile_step`. The first call of
+a signature (the tensors' shapes, strides, dtypes and devices, the stream) makes every check once,
+linear's and then the GEMM's (:func:`gemm_course.problem.validate`), and keeps what it found with its
+launcher (:class:`_Call`); a later call of the signature checks only what can change, the data
+pointers (16-byte alignment, output bytes shared with an input), and makes the CuTe views of A, B and
+C. The kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB
 for a 128 x 256 tile on 132 SMs); :func:`clear_cache` frees it.
 
 **CUDA graphs.** A call under ``torch.cuda.graph`` capture synchronises nothing and allocates only
@@ -42,6 +45,7 @@ a graph was captured with stays allocated for the process, :func:`clear_cache` i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import warnings
@@ -50,7 +54,7 @@ import torch
 
 from . import arch, b200, ladder, plan, run
 from . import records as rec
-from .problem import ELEMS_PER_16B, GemmInputError, GemmProblem, operand_rule, shape_rules
+from .problem import ELEMS_PER_16B, TMA_ALIGN_BYTES, GemmInputError, GemmProblem, layout_rule, operand_rule, shape_rules
 from .problem import validate as validate_gemm
 
 # what the GEMM's messages call A, B and C, said once after a message of run.prepare's checks
@@ -81,6 +85,8 @@ def decode_step_verified(arch_name: str, records=None) -> bool:
     return any(r.get("step", "").split(":")[0] == step.key and r.get("gpu") for r in recs)
 
 _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run.Workspace
+_calls: dict = {}  # a call's signature (_signature) -> _Call, what its first call found
+_KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the kept path on the CPU change it)
 _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
 _b200_warned: set = set()  # step keys linear warned about, once per process (no B200 record yet)
 
@@ -179,8 +185,84 @@ def linear(input, weight, bias=None, *, out=None):
 
 
 def _linear(input, weight, bias, out):
-    """What the op runs: linear's checks, the route, the kept scratch, the launch, the bias."""
+    """What the op runs: linear's checks, the route, the kept scratch, the launch, the bias. A call
+    whose signature ran before on this stream takes what was kept for it (:class:`_Call`)."""
     arch_name = machine_arch()
+    signature = None
+    # on a GPU, outside a capture (which runs once): what the signature's first call found
+    if input.device.type == _KEPT_DEVICE_TYPE and not torch.cuda.is_current_stream_capturing():
+        signature = _signature(input, weight, bias, out)
+        call = _calls.get(signature)
+        if call is not None:
+            result = call.run(input, weight, bias, out)
+            if result is not None:
+                return result
+    return _first_call(arch_name, input, weight, bias, out, signature)
+
+
+def _signature(input, weight, bias, out) -> tuple:
+    """What linear's checks depend on besides the data pointers: the tensors' shapes, strides, dtypes
+    and devices, the current device and stream."""
+    return (input.shape, input.stride(), input.dtype, input.device,
+            weight.shape, weight.stride(), weight.dtype, weight.device,
+            None if bias is None else (bias.shape, bias.dtype, bias.device),
+            None if out is None else (out.shape, out.stride(), out.dtype, out.device),
+            torch.cuda.current_device(), torch.cuda.current_stream().cuda_stream)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Call:
+    """What a call of a signature (:func:`_signature`) found that holds for every call of it: the
+    shape, whether the input's (M, K) view must be copied for its strides, the bytes each operand
+    spans (for the aliasing check) and the launcher. :meth:`run` checks the rest, the data pointers'
+    alignment and aliasing, on every call; where one fails it returns None and the whole path
+    refuses in its words."""
+
+    m: int
+    n: int
+    k: int
+    lead: tuple
+    copy: bool  # the (M, K) view's strides break the kernels' rules: copied every call
+    a_bytes: int
+    b_bytes: int
+    c_bytes: int
+    launcher: run.Launcher
+
+    def run(self, input, weight, bias, out):
+        if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
+                                        or (bias is not None and bias.requires_grad)):
+            return None
+        m, n = self.m, self.n
+        x = input if input.dim() == 2 else input.reshape(m, self.k)
+        a = x.data_ptr()
+        if self.copy or a % TMA_ALIGN_BYTES:
+            x = x.clone(memory_format=torch.contiguous_format)  # as _operands: a fresh copy is aligned
+            a = None  # and overlaps nothing
+        b = weight.data_ptr()
+        if b % TMA_ALIGN_BYTES:
+            return None
+        if out is None:
+            c2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
+            result = c2d if len(self.lead) == 1 else c2d.view(*self.lead, n)
+        else:
+            if out.requires_grad:
+                return None
+            c2d, result = (out if out.dim() == 2 else out.view(m, n)), out
+            c = c2d.data_ptr()
+            if c % TMA_ALIGN_BYTES or (b < c + self.c_bytes and c < b + self.b_bytes) or (
+                    a is not None and a < c + self.c_bytes and c < a + self.a_bytes):
+                return None
+        if x.requires_grad:  # possible with autograd off; DLPack refuses such tensors
+            x = x.detach()
+        self.launcher.launch(x, weight.detach() if weight.requires_grad else weight, c2d)
+        if bias is not None:
+            c2d.add_(bias)
+        return result
+
+
+def _first_call(arch_name, input, weight, bias, out, signature):
+    """The whole path: every check (linear's, then the GEMM's), the route, the scratch, the launch;
+    kept under ``signature`` (None: not kept) for the calls after."""
     x, out2d, result = _operands(input, weight, bias, out, "cuda")
     if x.device.index != torch.cuda.current_device():
         raise GemmInputError(
@@ -195,15 +277,27 @@ def _linear(input, weight, bias, out):
         _warn_without_b200_record(step)
     key, workspace = _workspace(step, config, x.device, (m, n, k))
     try:
-        launch = run.prepare(p, x, weight, out2d, workspace=workspace)  # the plan's checks are not made again
+        # the GEMM's rules, once (prepare is told); where the tensors are, _operands checked
+        validate_gemm(x, weight, out2d, need_tma=not step.any_shape, device_type=x.device.type)
+        launch = run.prepare(p, x, weight, out2d, workspace=workspace, checked=True)
     except GemmInputError as e:  # the GEMM's rules (strides, alignment, aliasing), in linear's words
         raise GemmInputError(f"linear: {e} {_ROLES}") from None
     launch()
     if key is not None:
         _workspaces[key] = workspace  # kept once its kernel is compiled and has run: ready for a capture
+    if signature is not None:
+        flat = input.reshape(m, k)
+        _calls[signature] = _Call(m, n, k, tuple(input.shape[:-1]), bool(layout_rule("A", flat)), _span(flat),
+                                  _span(weight), _span(out2d), launch)
     if bias is not None:
         out2d.add_(bias)
     return result
+
+
+def _span(t) -> int:
+    """Bytes a row-major 2-D tensor spans from its data pointer (problem's aliasing rule)."""
+    rows, cols = t.shape
+    return ((rows - 1) * t.stride(0) + cols) * t.element_size()
 
 
 def _workspace(step, config, device, shape) -> tuple:
@@ -273,6 +367,7 @@ def clear_cache() -> None:
     captured CUDA graph launches with, and forget the step and config it chose per shape; the next
     call allocates again (so a capture after this needs a warm-up again)."""
     _workspaces.clear()
+    _calls.clear()
     route_plan.cache_clear()
     _decode_verified.cache_clear()
     plan.clear_cache()

@@ -209,6 +209,10 @@ def _major_rule(name: str, t, major_word: str) -> str:
 def _tma_rule(name: str, t) -> str:
     """Why TMA cannot address the row-major 2-D ``t`` (a tensor map's base address and its row
     stride, the one global stride, must be multiples of 16 bytes), or ''."""
+    return _row_stride_rule(name, t) or _base_rule(name, t)
+
+
+def _row_stride_rule(name: str, t) -> str:
     row = t.stride(0)
     if row % ELEMS_PER_16B:
         padded = math.ceil(max(row, t.shape[1]) / ELEMS_PER_16B) * ELEMS_PER_16B
@@ -220,6 +224,10 @@ def _tma_rule(name: str, t) -> str:
             f"({ELEMS_PER_16B} bf16 elements). Pass {name.lower()}.{copy}, or allocate the rows padded to a "
             f"multiple of {ELEMS_PER_16B} elements (here {padded}) and take the view from that."
         )
+    return ""
+
+
+def _base_rule(name: str, t) -> str:
     if t.data_ptr() % TMA_ALIGN_BYTES:
         return (
             f"{name}'s data pointer is not 16-byte aligned (it is a view at an odd offset); "
@@ -235,6 +243,12 @@ def operand_rule(name: str, t, *, major_word: str = "K", need_tma: bool = True) 
     :func:`validate` raises the same messages; a caller that would rather copy than refuse (e.g.
     ``linear`` with its input) asks this and copies when it says why."""
     return _major_rule(name, t, major_word) or (_tma_rule(name, t) if need_tma else "")
+
+
+def layout_rule(name: str, t, *, major_word: str = "K", need_tma: bool = True) -> str:
+    """:func:`operand_rule` without the data pointer's alignment: what depends only on the shape and
+    strides (a caller that keeps it per signature still checks the pointer on every call)."""
+    return _major_rule(name, t, major_word) or (_row_stride_rule(name, t) if need_tma else "")
 
 
 def _byte_span(t) -> tuple:

@@ -63,6 +63,14 @@ class Launcher:
     def __call__(self):
         self.artifacts.compiled(*arch.call_arguments(self.operands, self.stream))
 
+    def launch(self, a, b, c):
+        """Launch once on other tensors of the shapes, strides, dtype and device this launcher was
+        prepared for, on its stream and scratch. Nothing is checked: the caller checked these
+        tensors (``linear`` keeps a launcher per call signature and checks the data pointers)."""
+        wrap = arch.runtime_operands_any if self.step.any_shape else arch.runtime_operands
+        views = wrap(a, b, c) + self.operands[3:]
+        self.artifacts.compiled(*arch.call_arguments(views, self.stream))
+
 
 def validate_operands(step, a, b, c, config=None, *, device_type: str = "cuda") -> tuple:
     """The checks :func:`prepare` makes before it allocates or compiles anything, without a GPU:
@@ -104,7 +112,7 @@ def allocate_workspace(step, config, device) -> Workspace:
     return Workspace(step.key, config, torch.device(device), tensors, arch.runtime_workspace(tensors))
 
 
-def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None) -> Launcher:
+def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None, checked: bool = False) -> Launcher:
     """Plan (:func:`gemm_course.plan.for_operands`: every check, before any launch), compile for this
     GPU (cached) and bind the operands. Without a ``config``, the step's choice for this shape
     (``Step.config_for``). ``step`` may be a :class:`gemm_course.plan.Plan` made for a problem of
@@ -113,14 +121,17 @@ def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None
     ``workspace``: a :class:`Workspace` of this step and config on the operands' device to use as it
     is (not zeroed or filled again), e.g. one kept from an earlier call on the same stream; without
     it, fresh scratch for this launcher (:func:`allocate_workspace`). A ``ValueError`` if it belongs
-    to another step, config or device."""
+    to another step, config or device.
+
+    ``checked``: with a plan, the caller has already run :func:`gemm_course.problem.validate` on
+    these tensors and got the plan's problem (``linear`` does, in its own words): not run again."""
     import torch
     from cuda.bindings import driver as cuda
 
     target = require_gpu_for(step.step if isinstance(step, plan.Plan) else ladder.get(step))
     if isinstance(step, plan.Plan):
         p = step
-        problem = validate(a, b, c, need_tma=not p.step.any_shape)
+        problem = p.problem if checked else validate(a, b, c, need_tma=not p.step.any_shape)
         if (problem, p.target) != (p.problem, target) or config not in (None, p.config):
             raise ValueError(f"the plan is {p} for {p.target}, not {problem.label} with {config or p.config} for {target}")
     else:

@@ -1,0 +1,146 @@
+"""linear's kept calls (gemm_course.linear._Call): a call whose signature (shapes, strides, dtypes,
+devices, stream) ran before skips the checks that depend only on the signature, and still checks
+every data pointer, on every call. On the CPU with the launch faked (test_linear's fixture) and the
+kept path allowed on CPU tensors."""
+
+import pytest
+import test_linear
+import torch
+import torch.nn.functional as F
+from test_linear import bf16
+
+from gemm_course import linear as lin
+from gemm_course.problem import GemmInputError
+
+fake_launch = test_linear.fake_launch  # the fixture, shared
+
+
+@pytest.fixture
+def kept(fake_launch, monkeypatch):
+    monkeypatch.setattr(lin, "_KEPT_DEVICE_TYPE", "cpu")
+    return fake_launch
+
+
+def _odd(*shape):
+    """A bf16 tensor of ``shape``, contiguous, starting 2 bytes past a 16-byte boundary: the same
+    signature as ``bf16(*shape)``, another data pointer."""
+    n = 1
+    for s in shape:
+        n *= s
+    t = bf16(n + 1)[1:].view(*shape)
+    assert t.data_ptr() % 16 == 2
+    return t
+
+
+def _message(fn):
+    with pytest.raises(GemmInputError) as e:
+        fn()
+    return str(e.value)
+
+
+@pytest.mark.fast
+def test_a_signatures_second_call_is_kept_and_agrees(kept):
+    x, w, b = bf16(2, 3, 64), bf16(128, 64), bf16(128)
+    y = lin.linear(x, w, b)
+    assert len(lin._calls) == 1
+    x2 = bf16(2, 3, 64)
+    y2 = lin.linear(x2, w, b)  # the same signature: no new launcher, one more launch
+    assert len(lin._calls) == 1 and len(kept.prepared) == 2
+    assert kept.prepared[-1].a.data_ptr() == x2.data_ptr()  # a view, not a copy
+    for xi, yi in ((x, y), (x2, y2)):
+        assert yi.shape == (2, 3, 128)
+        assert torch.allclose(yi.float(), F.linear(xi, w, b).float(), rtol=2e-2, atol=2e-2)
+    out = torch.empty(6, 128, dtype=torch.bfloat16)
+    for _ in range(2):
+        assert lin.linear(bf16(6, 64), w, out=out) is out
+    assert lin.linear(bf16(64), w).shape == (128,)  # F.linear's 1-D input, kept too
+    assert lin.linear(bf16(64), w).shape == (128,)
+    assert len(lin._calls) == 3
+    lin.clear_cache()
+    assert lin._calls == {}
+
+
+@pytest.mark.fast
+def test_another_stream_or_a_capture_takes_the_whole_path(kept):
+    x, w = bf16(4, 64), bf16(128, 64)
+    lin.linear(x, w)
+    kept.stream = 2
+    lin.linear(x, w)
+    assert len(lin._calls) == 2 and len(kept.allocated) == 2
+    kept.capturing = True  # a capture checks everything and keeps nothing new
+    lin.linear(bf16(4, 64), w)
+    assert len(lin._calls) == 2
+
+
+@pytest.mark.fast
+def test_a_kept_signature_refuses_a_weight_off_16_bytes_in_the_first_calls_words(kept):
+    x = bf16(4, 64)
+    first = _message(lambda: lin.linear(x, _odd(128, 64)))
+    assert "16-byte aligned" in first and "B the weight" in first
+    lin.linear(x, bf16(128, 64))  # the signature is kept now
+    assert len(lin._calls) == 1
+    assert _message(lambda: lin.linear(x, _odd(128, 64))) == first
+
+
+@pytest.mark.fast
+def test_a_kept_signature_refuses_an_output_off_16_bytes(kept):
+    x, w = bf16(4, 64), bf16(128, 64)
+    first = _message(lambda: lin.linear(x, w, out=_odd(4, 128)))
+    assert "C's data pointer is not 16-byte aligned" in first
+    lin.linear(x, w, out=torch.empty(4, 128, dtype=torch.bfloat16))
+    assert _message(lambda: lin.linear(x, w, out=_odd(4, 128))) == first
+
+
+@pytest.mark.fast
+def test_a_kept_signature_copies_an_input_off_16_bytes(kept):
+    w = bf16(128, 64)
+    lin.linear(bf16(4, 64), w)
+    odd = _odd(4, 64)
+    y = lin.linear(odd, w)
+    a = kept.prepared[-1].a
+    assert a.data_ptr() % 16 == 0 and a.data_ptr() != odd.data_ptr() and torch.equal(a, odd)
+    assert torch.allclose(y.float(), F.linear(odd, w).float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.fast
+def test_a_kept_signature_copies_what_its_strides_need_copied_every_call(kept):
+    w = bf16(128, 64)
+    for _ in range(3):
+        padded = bf16(4, 68)[:, :64]  # a row stride of 68: TMA needs a multiple of 8
+        lin.linear(padded, w)
+        a = kept.prepared[-1].a
+        assert a.stride() == (64, 1) and a.data_ptr() != padded.data_ptr() and torch.equal(a, padded)
+    assert len(lin._calls) == 1
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("what", ["input", "weight"])
+def test_a_kept_signature_refuses_an_output_sharing_bytes_with_an_operand(kept, what):
+    x, w = bf16(4, 64), bf16(128, 64)
+    lin.linear(x, w, out=torch.empty(4, 128, dtype=torch.bfloat16))  # kept: (4, 64) x (128, 64) into (4, 128)
+    buf = torch.zeros(128 * 64 + 4 * 128, dtype=torch.bfloat16)
+    if what == "input":
+        x = buf[: 4 * 64].view(4, 64)  # the same signature as before, inside the output's bytes
+        out = buf[128: 128 + 4 * 128].view(4, 128)
+    else:
+        w = buf[: 128 * 64].view(128, 64)
+        out = buf[128 * 64 - 8: 128 * 64 - 8 + 4 * 128].view(4, 128)  # its first row ends the weight
+    launches = len(kept.prepared)
+    assert _message(lambda: lin.linear(x, w, out=out)).startswith(
+        f"linear: C shares memory with an input ({'A' if what == 'input' else 'B'})")
+    assert len(kept.prepared) == launches and len(lin._calls) == 1  # refused before any launch
+
+
+@pytest.mark.fast
+def test_a_kept_signature_refuses_an_output_that_requires_grad_and_operands_under_autograd(kept):
+    x, w = bf16(4, 64), bf16(128, 64)
+    out = torch.empty(4, 128, dtype=torch.bfloat16)
+    with torch.no_grad():
+        lin.linear(x, w, out=out)
+    with pytest.raises(GemmInputError, match="C requires grad"):
+        lin._linear(x, w, None, torch.empty(4, 128, dtype=torch.bfloat16).requires_grad_())
+    with pytest.raises(GemmInputError, match="no backward"):  # linear refuses before the op; its body does too
+        lin._linear(x, w.clone().requires_grad_(), None, out)
+    with torch.no_grad():  # autograd off: a weight that requires grad is read detached
+        lin.linear(x, w.clone().requires_grad_(), out=out)
+    assert not kept.prepared[-1].b.requires_grad
