@@ -315,8 +315,8 @@ class FakeLaunch:
     def __call__(self):
         self.c.copy_(self.a @ self.b.t())
 
-    def launch(self, a, b, c):  # a later call of the same signature: recorded as one more launch
-        FakeLaunch(self, a, b, c, self.config, self.workspace)()
+    def relauncher(self):  # later calls of the same signature: each recorded as one more launch
+        return lambda a, b, c: FakeLaunch(self, a, b, c, self.config, self.workspace)()
 
 
 @pytest.fixture

@@ -144,3 +144,30 @@ def test_a_kept_signature_refuses_an_output_that_requires_grad_and_operands_unde
     with torch.no_grad():  # autograd off: a weight that requires grad is read detached
         lin.linear(x, w.clone().requires_grad_(), out=out)
     assert not kept.prepared[-1].b.requires_grad
+
+
+@pytest.mark.fast
+def test_a_relauncher_keeps_no_operand_of_the_launcher_alive():
+    import gc
+    import weakref
+
+    from gemm_course import arch, ladder, run
+
+    calls = []
+    art = arch.Artifacts("sm90/10", None, "sm_90a", "runtime", "", b"", lambda *args: calls.append(args))
+    a, b, c = bf16(4, 64), bf16(128, 64), torch.empty(4, 128, dtype=torch.bfloat16)
+    first = weakref.ref(a), weakref.ref(c)
+    scratch = torch.zeros(8)
+    views = arch.runtime_operands(a, b, c) + arch.runtime_workspace((scratch,))
+    launcher = run.Launcher(ladder.get("sm90/10"), None, None, art, views, "stream", (scratch,))
+    launcher()
+    relaunch = launcher.relauncher()
+    del launcher, views, a, c
+    calls.clear()  # the fake compiled function's own hold on them
+    gc.collect()
+    assert first[0]() is None and first[1]() is None
+    a2, c2 = bf16(4, 64), torch.empty(4, 128, dtype=torch.bfloat16)
+    relaunch(a2, b, c2)
+    args = calls[-1]
+    assert [v.data_ptr for v in args[:3]] == [a2.data_ptr(), b.data_ptr(), c2.data_ptr()]
+    assert args[3] == "stream" and len(args) == 5  # A, B, C, the stream, the scratch

@@ -214,7 +214,7 @@ def _signature(input, weight, bias, out) -> tuple:
 class _Call:
     """What a call of a signature (:func:`_signature`) found that holds for every call of it: the
     shape, whether the input's (M, K) view must be copied for its strides, the bytes each operand
-    spans (for the aliasing check) and the launcher. :meth:`run` checks the rest, the data pointers'
+    spans (for the aliasing check) and the launch (no tensor of the first call). :meth:`run` checks the rest, the data pointers'
     alignment and aliasing, on every call; where one fails it returns None and the whole path
     refuses in its words."""
 
@@ -226,7 +226,7 @@ class _Call:
     a_bytes: int
     b_bytes: int
     c_bytes: int
-    launcher: run.Launcher
+    launch: object  # run.Relauncher: (a, b, c) -> None
 
     def run(self, input, weight, bias, out):
         if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
@@ -254,7 +254,7 @@ class _Call:
                 return None
         if x.requires_grad:  # possible with autograd off; DLPack refuses such tensors
             x = x.detach()
-        self.launcher.launch(x, weight.detach() if weight.requires_grad else weight, c2d)
+        self.launch(x, weight.detach() if weight.requires_grad else weight, c2d)
         if bias is not None:
             c2d.add_(bias)
         return result
@@ -288,7 +288,7 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     if signature is not None:
         flat = input.reshape(m, k)
         _calls[signature] = _Call(m, n, k, tuple(input.shape[:-1]), bool(layout_rule("A", flat)), _span(flat),
-                                  _span(weight), _span(out2d), launch)
+                                  _span(weight), _span(out2d), launch.relauncher())
     if bias is not None:
         out2d.add_(bias)
     return result

@@ -11,7 +11,7 @@ Without a ``config`` a step runs its default, except a step that picks one per s
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Callable, Optional
 
 from . import arch, ladder, plan
 from .problem import GemmInputError, GemmProblem, make_inputs, reference, relative_error, validate
@@ -63,13 +63,27 @@ class Launcher:
     def __call__(self):
         self.artifacts.compiled(*arch.call_arguments(self.operands, self.stream))
 
-    def launch(self, a, b, c):
-        """Launch once on other tensors of the shapes, strides, dtype and device this launcher was
-        prepared for, on its stream and scratch. Nothing is checked: the caller checked these
-        tensors (``linear`` keeps a launcher per call signature and checks the data pointers)."""
+    def relauncher(self) -> "Relauncher":
+        """This launcher without its operands: launches on other tensors of their signature."""
         wrap = arch.runtime_operands_any if self.step.any_shape else arch.runtime_operands
-        views = wrap(a, b, c) + self.operands[3:]
-        self.artifacts.compiled(*arch.call_arguments(views, self.stream))
+        return Relauncher(self.artifacts, self.stream, wrap, self.operands[3:], self.workspace)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Relauncher:
+    """A launcher's compiled function, stream and scratch without its A, B and C (it keeps no operand
+    alive): ``relauncher(a, b, c)`` launches once on tensors of the shapes, strides, dtype and device
+    the launcher was prepared for. Nothing is checked: the caller checked them (``linear`` keeps one
+    per call signature and checks the data pointers on every call)."""
+
+    artifacts: arch.Artifacts
+    stream: object
+    wrap: Callable  # torch tensors -> CuTe views, as prepare made them
+    workspace_views: tuple = ()
+    workspace: tuple = ()  # the torch tensors behind them (kept alive here)
+
+    def __call__(self, a, b, c):
+        self.artifacts.compiled(*arch.call_arguments(self.wrap(a, b, c) + self.workspace_views, self.stream))
 
 
 def validate_operands(step, a, b, c, config=None, *, device_type: str = "cuda") -> tuple:
