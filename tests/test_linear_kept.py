@@ -171,3 +171,86 @@ def test_a_relauncher_keeps_no_operand_of_the_launcher_alive():
     args = calls[-1]
     assert [v.data_ptr for v in args[:3]] == [a2.data_ptr(), b.data_ptr(), c2.data_ptr()]
     assert args[3] == "stream" and len(args) == 5  # A, B, C, the stream, the scratch
+
+
+# ---- kept arguments (run.KeptArguments, off by default): the same launch arguments as fresh views ----
+
+
+def _descriptor(address: int) -> bytes:
+    """A 2-D view's launch descriptor: its data pointer, then its dynamic shape (two int32) and row stride (int64)."""
+    import ctypes
+
+    return ctypes.string_at(address, 24)
+
+
+@pytest.mark.compile
+def test_kept_arguments_are_the_arguments_fresh_views_marshal_to(monkeypatch):
+    """sm90/11 compiled on the CPU (sm_90a, fake operands: the runtime signature), a launcher bound to
+    CPU tensors, and KeptArguments with the C call replaced: for new tensors of the signature, what it
+    passes is byte for byte what CuTeDSL marshals from fresh views of them."""
+    from cuda.bindings import driver as cuda
+    from cutlass.cute.runtime import make_fake_stream
+
+    from gemm_course import arch, ladder, run
+
+    step = ladder.get("sm90/11")
+    config = step.config_for(lin.GemmProblem(16, 256, 128))
+    fakes = arch.fake_operands() + arch.fake_workspace(step, config)
+    compiled, _ = arch.trace(step.load().Gemm(config), *arch.call_arguments(fakes, make_fake_stream()), target="sm_90a")
+    seen = []
+    monkeypatch.setattr(compiled, "run_compiled_program",
+                        lambda exe_args: seen.append([_descriptor(p) for p in exe_args[:3]] + list(exe_args[3:])))
+    scratch = tuple(torch.zeros(shape, dtype=getattr(torch, dtype)) for dtype, shape in arch.workspace_shapes(step, config))
+    stream = cuda.CUstream(0)
+    art = arch.Artifacts(step.key, config, "sm_90a", "runtime", "", b"", compiled)
+
+    def tensors(m, ld_a=128):
+        return bf16(m, ld_a)[:, :128], bf16(256, 128), torch.empty(m, 256, dtype=torch.bfloat16)
+
+    ws = arch.runtime_workspace(scratch)
+    for m, ld_a in ((16, 128), (5, 136)):
+        first = tensors(m, ld_a)
+        launcher = run.Launcher(step, config, None, art, arch.runtime_operands(*first) + ws, stream, scratch)
+        kept = run.KeptArguments(launcher)
+        for _ in range(3):
+            now = tensors(m, ld_a)
+            kept(*now)
+            views = arch.runtime_operands(*now)  # alive while their descriptors are read
+            fresh, _ = compiled.execution_args.generate_execution_args(arch.call_arguments(views + ws, stream), {})
+            assert seen[-1] == [_descriptor(p) for p in fresh[:3]] + list(fresh[3:])
+            assert [int.from_bytes(d[:8], "little") for d in seen[-1][:3]] == [t.data_ptr() for t in now]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kept_arguments", [False, True])
+def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments):
+    """Each signature called four times on fresh tensors (poisoned outputs), with and without kept
+    arguments: the kept path (views per call, or the arguments marshalled once) against float32."""
+    from gemm_course import run
+    from gemm_course.problem import relative_error
+
+    lin.clear_cache()
+    lin.use_kept_arguments(kept_arguments)
+    try:
+        torch.manual_seed(7)
+        w = torch.randn(2816, 1024, device="cuda").to(torch.bfloat16)
+        b = torch.randn(2816, device="cuda").to(torch.bfloat16)
+        for shape, bias, with_out in (((16, 1024), None, True), ((2, 150, 1024), b, False), ((1024,), b, False)):
+            for _ in range(4):
+                x = torch.randn(*shape, device="cuda").to(torch.bfloat16)
+                out = torch.full((*shape[:-1], 2816), float("nan"), dtype=torch.bfloat16, device="cuda")
+                with torch.inference_mode():
+                    y = lin.linear(x, w, bias, out=out if with_out else None)
+                ref = F.linear(x.float(), w.float(), None if bias is None else bias.float())
+                assert relative_error(y.reshape(-1, 2816), ref.reshape(-1, 2816)) < run.TOLERANCE
+        kinds = {type(call.launch) for call in lin._calls.values()}
+        assert kinds == ({run.KeptArguments} if kept_arguments else {run.Relauncher})
+        padded = torch.randn(16, 1032, device="cuda").to(torch.bfloat16)[:, :1024]  # a view, read in place
+        odd = torch.randn(16 * 1024 + 1, device="cuda").to(torch.bfloat16)[1:].view(16, 1024)  # copied per call
+        for x in (padded, odd, padded, odd):
+            with torch.inference_mode():
+                y = lin.linear(x, w)
+            assert relative_error(y, F.linear(x.float(), w.float())) < run.TOLERANCE
+    finally:
+        lin.use_kept_arguments(False)
+        lin.clear_cache()

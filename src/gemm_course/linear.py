@@ -26,7 +26,9 @@ a signature (the tensors' shapes, strides, dtypes and devices, the stream) makes
 linear's and then the GEMM's (:func:`gemm_course.problem.validate`), and keeps what it found with its
 launcher (:class:`_Call`); a later call of the signature checks only what can change, the data
 pointers (16-byte alignment, output bytes shared with an input), and makes the CuTe views of A, B and
-C. The kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB
+C. With :func:`use_kept_arguments` (off by default: not yet checked on a GPU) it makes no views
+either: the launch's arguments are marshalled once per signature and only the data pointers are
+written per call. The kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB
 for a 128 x 256 tile on 132 SMs); :func:`clear_cache` frees it.
 
 **CUDA graphs.** A call under ``torch.cuda.graph`` capture synchronises nothing and allocates only
@@ -87,6 +89,7 @@ def decode_step_verified(arch_name: str, records=None) -> bool:
 _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run.Workspace
 _calls: dict = {}  # a call's signature (_signature) -> _Call, what its first call found
 _KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the kept path on the CPU change it)
+_kept_arguments = False  # use_kept_arguments
 _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
 _b200_warned: set = set()  # step keys linear warned about, once per process (no B200 record yet)
 
@@ -288,10 +291,31 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     if signature is not None:
         flat = input.reshape(m, k)
         _calls[signature] = _Call(m, n, k, tuple(input.shape[:-1]), bool(layout_rule("A", flat)), _span(flat),
-                                  _span(weight), _span(out2d), launch.relauncher())
+                                  _span(weight), _span(out2d), _relauncher(launch))
     if bias is not None:
         out2d.add_(bias)
     return result
+
+
+def use_kept_arguments(on: bool = True) -> None:
+    """Whether a kept call (:class:`_Call`) launches with its signature's arguments marshalled once
+    (:class:`gemm_course.run.KeptArguments`: only the three data pointers are written per call)
+    instead of making and marshalling three CuTe views per call. Off by default: not yet checked on
+    a GPU (``tests/test_linear_kept.py``'s GPU test and ``scripts/gpu_linear_host.py`` check and time
+    it). Calls kept before are forgotten, so the next call of each signature takes the whole path."""
+    global _kept_arguments
+    _kept_arguments = bool(on)
+    _calls.clear()
+
+
+def _relauncher(launch):
+    if _kept_arguments:
+        try:
+            return run.KeptArguments(launch)
+        except ValueError as e:  # this CuTeDSL marshals otherwise: views per call, as without the option
+            warnings.warn(f"gemm_course.linear: kept arguments unavailable here ({e}); making views per call",
+                          RuntimeWarning, stacklevel=4)
+    return launch.relauncher()
 
 
 def _span(t) -> int:

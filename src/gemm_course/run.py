@@ -86,6 +86,49 @@ class Relauncher:
         self.artifacts.compiled(*arch.call_arguments(self.wrap(a, b, c) + self.workspace_views, self.stream))
 
 
+class KeptArguments:
+    """A :class:`Relauncher` whose launch arguments are marshalled once: each call writes the data
+    pointers of A, B and C into the descriptors CuTeDSL made for the launcher's own views and calls
+    the compiled function with them, instead of making three views and marshalling them again.
+
+    It relies on CuTeDSL's launch arguments for a view (4.8.1): one C pointer per view, to a
+    descriptor that starts with the data pointer and then holds the dynamic shape and strides,
+    which the signature fixes. The constructor checks what it can (one pointer per view, the data
+    pointer first, no checks of CuTeDSL's own on re-entry) and raises a ``ValueError`` otherwise;
+    a test compares its arguments with fresh ones on the CPU. Not yet checked on a GPU, so off by
+    default (``gemm_course.linear.use_kept_arguments``)."""
+
+    def __init__(self, launcher: Launcher):
+        import ctypes
+        import threading
+
+        compiled = launcher.artifacts.compiled
+        views = launcher.operands[:3]
+        args = arch.call_arguments(launcher.operands, launcher.stream)
+        if getattr(compiled, "_pyir_spec", None) is not None:
+            raise ValueError("the compiled function checks its arguments on every call: not bypassed")
+        exe_args, adapted = compiled.execution_args.generate_execution_args(args, {})
+        pointers = [v.__c_pointers__() for v in views]
+        descriptors = [getattr(v, "_memref_desc", None) for v in views]
+        if any(len(p) != 1 for p in pointers) or list(exe_args[:3]) != [p[0] for p in pointers] or None in descriptors:
+            raise ValueError("A, B and C do not marshal to one descriptor each")
+        slots = [ctypes.c_void_p.from_address(p[0]) for p in pointers]
+        if [s.value for s in slots] != [v.data_ptr for v in views]:
+            raise ValueError("a descriptor does not start with its data pointer")
+        self._slots, self._exe_args = slots, exe_args
+        # what the marshalled pointers point into: the descriptors (not the views, which hold the
+        # first call's tensors), the stream, the scratch views and any adapted argument
+        self._keep = (descriptors, args[3:], adapted, launcher.workspace)
+        self._run = compiled.run_compiled_program
+        self._lock = threading.Lock()  # the descriptors are shared: one launch at a time writes them
+
+    def __call__(self, a, b, c):
+        sa, sb, sc = self._slots
+        with self._lock:
+            sa.value, sb.value, sc.value = a.data_ptr(), b.data_ptr(), c.data_ptr()
+            self._run(self._exe_args)
+
+
 def validate_operands(step, a, b, c, config=None, *, device_type: str = "cuda") -> tuple:
     """The checks :func:`prepare` makes before it allocates or compiles anything, without a GPU:
     ``(problem, config)`` of the GEMM's plan (:func:`gemm_course.plan.for_operands`), or a
