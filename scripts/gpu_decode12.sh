@@ -3,7 +3,8 @@
 #   check  correctness on unseen shapes (M = 1 .. 300, K not a multiple of 64, both tile heights, with
 #          and without the stream-K split and the gathered hand-over), NaN-poisoned outputs against
 #          float32; then the gpu tests of step 12, the drop-in linear (CUDA graphs, torch.compile) and
-#          the operand checks; where linear's host time per call goes (scripts/gpu_linear_host.py)
+#          the operand checks, linear's kept calls (views per call, kept arguments); where linear's host
+#          time per call goes, with kept arguments off and on (scripts/gpu_linear_host.py)
 #   tune   the interleaved A/B of the rule's choices (tile height, split, hand-over, parts per tile)
 #          against sm90/11 and cuBLAS, weights rotated out of L2 (OUT/tune_*.json)
 #   sweep  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
@@ -37,7 +38,7 @@ for changes in ({"tile_m": 64}, {"stream_k": False}, {"gather_parts": False}, {"
             print(changes, r); bad += not r.ok
 sys.exit(1 if bad else 0)
 EOF
-gpu_tests=$(ls tests/test_swap_ab.py tests/test_linear.py tests/test_problem.py tests/test_linear_graph.py 2>/dev/null)
+gpu_tests=$(ls tests/test_swap_ab.py tests/test_linear.py tests/test_problem.py tests/test_linear_graph.py tests/test_linear_kept.py 2>/dev/null)
 timeout 240 python3 -m pytest -q -m gpu $gpu_tests 2>&1 | tee "$out/pytest_gpu.log" | tail -15 || status=1
 python3 scripts/gpu_linear_host.py --m 16 2>&1 | tee "$out/linear_host.txt" || status=1  # linear's host time, by part
 ;;

@@ -5,8 +5,10 @@
 A decode GEMM runs for 10-30 us on the GPU; a call of ``gemm_course.linear`` from Python also does
 host work (its checks, the route, the CuTe views of the tensors, the launch through the compiled
 function). This prints the median microseconds of each part (route_plan, linear's own checks,
-run.prepare, the launch alone, a whole call through the custom op) and of F.linear, each over
-``--calls`` calls after a warm-up, with the GPU synchronised outside the timed loops.
+run.prepare, the launch alone, a kept call's launch with views per call and with kept arguments, a
+whole call through the custom op, with kept arguments off, as by default, and on) and of F.linear,
+each over ``--calls`` calls after a warm-up, with the GPU synchronised outside the timed loops.
+Before the timings, both kept launches are checked against F.linear on the same inputs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch.nn.functional as F
 
 from gemm_course import linear as lin
 from gemm_course import run
+from gemm_course.problem import relative_error
 
 
 def median_us(fn, calls: int) -> float:
@@ -50,20 +53,35 @@ def main(argv=None) -> int:
         plan = lin.route_plan(arch_name, args.m, args.n, args.k)
         key, workspace = lin._workspace(plan.step, plan.config, x.device, (args.m, args.n, args.k))
         launcher = run.prepare(plan, x, w, y, workspace=workspace)
-        parts = {
-            "route_plan (cached)": lambda: lin.route_plan(arch_name, args.m, args.n, args.k),
-            "linear's own checks (_operands)": lambda: lin._operands(x, w, None, y, "cuda"),
-            "run.prepare with the plan": lambda: run.prepare(plan, x, w, y, workspace=workspace),
-            "the launch alone (Launcher())": launcher,
-            "a whole call (linear, custom op)": lambda: lin.linear(x, w, out=y),
-            "F.linear (cuBLAS)": lambda: F.linear(x, w),
+        relaunch, kept = launcher.relauncher(), run.KeptArguments(launcher)
+        for name, launch in (("views per call", relaunch), ("kept arguments", kept)):
+            z = torch.full_like(y, float("nan"))
+            x2 = torch.randn_like(x)
+            launch(x2, w, z)
+            err = relative_error(z, F.linear(x2.float(), w.float()))
+            print(f"a kept call's launch, {name}: rel. error {err:.2e} against float32")
+            if not err < run.TOLERANCE:
+                return 1
+
+        whole_call = lambda: lin.linear(x, w, out=y)  # noqa: E731
+        parts = {  # name: (kept arguments for linear's kept calls, the part)
+            "route_plan (cached)": (False, lambda: lin.route_plan(arch_name, args.m, args.n, args.k)),
+            "linear's own checks (_operands)": (False, lambda: lin._operands(x, w, None, y, "cuda")),
+            "run.prepare with the plan": (False, lambda: run.prepare(plan, x, w, y, workspace=workspace)),
+            "the launch alone (Launcher())": (False, launcher),
+            "a kept launch, views per call (Relauncher)": (False, lambda: relaunch(x, w, y)),
+            "a kept launch, kept arguments": (False, lambda: kept(x, w, y)),
+            "a whole call (linear, custom op)": (False, whole_call),
+            "a whole call, kept arguments (not default)": (True, whole_call),
+            "F.linear (cuBLAS)": (False, lambda: F.linear(x, w)),
         }
-        for name, fn in parts.items():
-            fn()
-        torch.cuda.synchronize()
         print(f"{torch.cuda.get_device_name(0)}, {plan.step.key} {plan.config}, {args.m}x{args.n}x{args.k}")
-        for name, fn in parts.items():
-            print(f"{name:40s} {median_us(fn, args.calls):8.1f} us per call (median of {args.calls})")
+        for name, (kept_arguments, fn) in parts.items():
+            lin.use_kept_arguments(kept_arguments)  # forgets kept calls: the warm-up call keeps one again
+            fn()
+            torch.cuda.synchronize()
+            print(f"{name:44s} {median_us(fn, args.calls):8.1f} us per call (median of {args.calls})")
+        lin.use_kept_arguments(False)
     return 0
 
 

@@ -7,7 +7,8 @@ CUDA calls: the stream, the allocator, the launch itself; ``scripts/gpu_linear_h
 Printed: the median microseconds over ``--calls`` calls of each part (linear's own checks, the
 route, the GEMM's tensor checks, the CuTe views, the launcher, the launch's argument marshalling)
 and of a whole call of ``linear`` through its custom op with the GPU faked: everything up to the
-compiled function's C call, which is replaced by its argument marshalling. Without
+compiled function's C call, which is replaced by its argument marshalling; with kept arguments
+(``linear.use_kept_arguments``, off by default) too. Without
 ``--no-compile`` the step is compiled on the CPU (sm_90a, fake operands) so that the marshalling
 is the compiled function's own.
 """
@@ -84,6 +85,19 @@ def faked_gpu(compiled):
         lin.clear_cache()
 
 
+class Marshalling:
+    """A compiled function with its C call left out: it marshals its arguments and launches nothing."""
+
+    def __init__(self, real):
+        self.execution_args = real.execution_args
+
+    def __call__(self, *args):
+        self.execution_args.generate_execution_args(args, {})
+
+    def run_compiled_program(self, exe_args):
+        pass
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--m", type=int, default=16)
@@ -102,7 +116,7 @@ def main(argv=None) -> int:
         compiled = lambda *a: None  # noqa: E731
     else:
         real = arch.compile_plan(plan, shape_class="dynamic").compiled  # fake operands: the same signature
-        compiled = lambda *a: real.execution_args.generate_execution_args(a, {})  # noqa: E731
+        compiled = Marshalling(real)
     workspace = arch.runtime_workspace(tuple(torch.zeros(s, dtype=getattr(torch, d)) for d, s in plan.workspace))
     views = arch.runtime_operands(x, w, y)
 
@@ -122,16 +136,29 @@ def main(argv=None) -> int:
     if real is not None:
         parts["marshalling, views made once"] = lambda: compiled(*arch.call_arguments(views + workspace, 7))
         parts["CuTe views + marshalling"] = views_and_marshal
+        art = arch.Artifacts(plan.step.key, plan.config, plan.target, "runtime", "", b"", compiled)
+        launcher = run.Launcher(plan.step, plan.config, plan.problem, art, views + workspace, cuda.CUstream(7))
+        if hasattr(launcher, "relauncher"):
+            parts["a kept launch, views per call (Relauncher)"] = functools.partial(launcher.relauncher(), x, w, y)
+        if hasattr(run, "KeptArguments"):
+            parts["a kept launch, kept arguments"] = functools.partial(run.KeptArguments(launcher), x, w, y)
+    kept_option = real is not None and hasattr(lin, "use_kept_arguments")
     with torch.inference_mode(), faked_gpu(compiled):
-        lin.linear(x, w, out=y)  # the first call: route, scratch, the signature's checks
         parts["whole call: linear(x, w, out=y), GPU faked"] = lambda: lin.linear(x, w, out=y)
         parts["whole call: linear(x, w), GPU faked"] = lambda: lin.linear(x, w)
         parts["the op's body alone (_linear, out=y)"] = lambda: lin._linear(x, w, None, y)
         if hasattr(lin, "_signature"):
             parts["the call's signature (_signature)"] = lambda: lin._signature(x, w, None, y)
+        if kept_option:
+            parts["whole call, out=y, kept arguments (not default)"] = lambda: lin.linear(x, w, out=y)
+            parts["whole call, kept arguments (not default)"] = lambda: lin.linear(x, w)
         print(f"this CPU, no GPU: {plan.step.key} {m}x{n}x{k}, median of {args.calls} calls")
         for name, fn in parts.items():
-            print(f"{name:48s} {median_us(fn, args.calls):8.1f} us")
+            if kept_option:
+                lin.use_kept_arguments("kept arguments (not default)" in name)
+            print(f"{name:48s} {median_us(fn, args.calls):8.1f} us")  # its warm-up makes the first calls
+        if kept_option:
+            lin.use_kept_arguments(False)
     return 0
 
 
