@@ -6,7 +6,8 @@ A decode GEMM runs for 10-30 us on the GPU; a call of ``gemm_course.linear`` fro
 host work (its checks, the route, the CuTe views of the tensors, the launch through the compiled
 function). This prints the median microseconds of each part (route_plan, linear's own checks,
 run.prepare, the launch alone, a kept call's launch with views per call and with kept arguments, a
-whole call through the custom op, with kept arguments off, as by default, and on) and of F.linear,
+whole call through the custom op, with kept arguments off, as by default, and on, and with direct
+calls too) and of F.linear,
 each over ``--calls`` calls after a warm-up, with the GPU synchronised outside the timed loops.
 Before the timings, both kept launches are checked against F.linear on the same inputs.
 """
@@ -64,24 +65,28 @@ def main(argv=None) -> int:
                 return 1
 
         whole_call = lambda: lin.linear(x, w, out=y)  # noqa: E731
-        parts = {  # name: (kept arguments for linear's kept calls, the part)
-            "route_plan (cached)": (False, lambda: lin.route_plan(arch_name, args.m, args.n, args.k)),
-            "linear's own checks (_operands)": (False, lambda: lin._operands(x, w, None, y, "cuda")),
-            "run.prepare with the plan": (False, lambda: run.prepare(plan, x, w, y, workspace=workspace)),
-            "the launch alone (Launcher())": (False, launcher),
-            "a kept launch, views per call (Relauncher)": (False, lambda: relaunch(x, w, y)),
-            "a kept launch, kept arguments": (False, lambda: kept(x, w, y)),
-            "a whole call (linear, custom op)": (False, whole_call),
-            "a whole call, kept arguments (not default)": (True, whole_call),
-            "F.linear (cuBLAS)": (False, lambda: F.linear(x, w)),
+        off, kept_only, both = (False, False), (True, False), (True, True)
+        parts = {  # name: ((kept arguments, direct calls) for linear, the part)
+            "route_plan (cached)": (off, lambda: lin.route_plan(arch_name, args.m, args.n, args.k)),
+            "linear's own checks (_operands)": (off, lambda: lin._operands(x, w, None, y, "cuda")),
+            "run.prepare with the plan": (off, lambda: run.prepare(plan, x, w, y, workspace=workspace)),
+            "the launch alone (Launcher())": (off, launcher),
+            "a kept launch, views per call (Relauncher)": (off, lambda: relaunch(x, w, y)),
+            "a kept launch, kept arguments": (off, lambda: kept(x, w, y)),
+            "a whole call (linear, custom op)": (off, whole_call),
+            "a whole call, kept arguments (not default)": (kept_only, whole_call),
+            "a whole call, + direct calls (not default)": (both, whole_call),
+            "F.linear (cuBLAS)": (off, lambda: F.linear(x, w)),
         }
         print(f"{torch.cuda.get_device_name(0)}, {plan.step.key} {plan.config}, {args.m}x{args.n}x{args.k}")
-        for name, (kept_arguments, fn) in parts.items():
+        for name, ((kept_arguments, direct_calls), fn) in parts.items():
             lin.use_kept_arguments(kept_arguments)  # forgets kept calls: the warm-up call keeps one again
+            lin.use_direct_calls(direct_calls)
             fn()
             torch.cuda.synchronize()
             print(f"{name:44s} {median_us(fn, args.calls):8.1f} us per call (median of {args.calls})")
         lin.use_kept_arguments(False)
+        lin.use_direct_calls(False)
     return 0
 
 

@@ -8,7 +8,8 @@ Printed: the median microseconds over ``--calls`` calls of each part (linear's o
 route, the GEMM's tensor checks, the CuTe views, the launcher, the launch's argument marshalling)
 and of a whole call of ``linear`` through its custom op with the GPU faked: everything up to the
 compiled function's C call, which is replaced by its argument marshalling; with kept arguments
-(``linear.use_kept_arguments``, off by default) too. Without
+(``linear.use_kept_arguments``, off by default) and direct calls (``linear.use_direct_calls``,
+off by default) too. Without
 ``--no-compile`` the step is compiled on the CPU (sm_90a, fake operands) so that the marshalling
 is the compiled function's own.
 """
@@ -152,13 +153,17 @@ def main(argv=None) -> int:
         if kept_option:
             parts["whole call, out=y, kept arguments (not default)"] = lambda: lin.linear(x, w, out=y)
             parts["whole call, kept arguments (not default)"] = lambda: lin.linear(x, w)
+            parts["whole call, out=y, + direct calls (not default)"] = lambda: lin.linear(x, w, out=y)
+            parts["whole call, + direct calls (not default)"] = lambda: lin.linear(x, w)
         print(f"this CPU, no GPU: {plan.step.key} {m}x{n}x{k}, median of {args.calls} calls")
         for name, fn in parts.items():
             if kept_option:
-                lin.use_kept_arguments("kept arguments (not default)" in name)
+                lin.use_kept_arguments("(not default)" in name)
+                lin.use_direct_calls("direct calls" in name)
             print(f"{name:48s} {median_us(fn, args.calls):8.1f} us")  # its warm-up makes the first calls
         if kept_option:
             lin.use_kept_arguments(False)
+            lin.use_direct_calls(False)
     return 0
 
 

@@ -222,15 +222,17 @@ def test_kept_arguments_are_the_arguments_fresh_views_marshal_to(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kept_arguments", [False, True])
-def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments):
+@pytest.mark.parametrize("kept_arguments,direct_calls", [(False, False), (True, False), (True, True)])
+def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments, direct_calls):
     """Each signature called four times on fresh tensors (poisoned outputs), with and without kept
-    arguments: the kept path (views per call, or the arguments marshalled once) against float32."""
+    arguments and direct calls: the kept path (views per call, or the arguments marshalled once)
+    against float32."""
     from gemm_course import run
     from gemm_course.problem import relative_error
 
     lin.clear_cache()
     lin.use_kept_arguments(kept_arguments)
+    lin.use_direct_calls(direct_calls)
     try:
         torch.manual_seed(7)
         w = torch.randn(2816, 1024, device="cuda").to(torch.bfloat16)
@@ -253,4 +255,84 @@ def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments):
             assert relative_error(y, F.linear(x.float(), w.float())) < run.TOLERANCE
     finally:
         lin.use_kept_arguments(False)
+        lin.use_direct_calls(False)
         lin.clear_cache()
+
+
+# ---- direct calls (linear.use_direct_calls, off by default): eager calls without the dispatcher ----
+
+
+@pytest.fixture
+def direct(kept, monkeypatch):
+    """Direct calls on, on CPU tensors (the launch faked); ``direct.ops``: the ops' calls, counted."""
+    import sys
+
+    calls, body = [], lin._linear
+
+    def counted(*args):  # who called linear's body: linear itself (direct) or an op's implementation
+        caller = sys._getframe(1).f_code.co_name
+        if caller != "linear":
+            calls.append(caller)
+        return body(*args)
+
+    monkeypatch.setattr(lin, "_linear", counted)
+    monkeypatch.setattr(lin, "_direct_calls", True)
+    kept.ops = calls
+    return kept
+
+
+@pytest.mark.fast
+def test_direct_calls_skip_the_op_and_bump_outs_version(direct, monkeypatch):
+    x, w, b = bf16(2, 3, 64), bf16(128, 64), bf16(128)
+    out = torch.empty(2, 3, 128, dtype=torch.bfloat16)
+    bumped = []
+    monkeypatch.setattr(torch.autograd.graph, "increment_version", bumped.append)
+    for _ in range(2):
+        assert lin.linear(x, w, b, out=out) is out
+        assert torch.allclose(lin.linear(x, w, b).float(), F.linear(x, w, b).float(), rtol=2e-2, atol=2e-2)
+    assert bumped == [out, out]  # as the op's ADInplaceOrView kernel does for out
+    assert direct.ops == []
+    with pytest.raises(GemmInputError, match="K mismatch"):  # the same refusals
+        lin.linear(bf16(4, 72), w)
+    lin.use_direct_calls(False)
+    lin.linear(x, w)
+    lin.linear(x, w, out=out)
+    assert direct.ops == ["_linear_op", "_linear_out_op"]
+
+
+@pytest.mark.fast
+def test_direct_calls_leave_modes_subclasses_and_other_devices_to_the_op(direct):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x, w = bf16(4, 64), bf16(128, 64)
+    with Seen() as seen:
+        lin.linear(x, w)
+    assert "gemm_course.linear.default" in seen.ops and direct.ops == ["_linear_op"]
+    lin.linear(x, torch.nn.Parameter(w, requires_grad=False))  # a Parameter is a plain tensor here
+    assert direct.ops == ["_linear_op"]
+    y = lin.linear(bf16(4, 64, device="meta"), bf16(128, 64, device="meta"))  # not where calls run: the fake op
+    assert y.device.type == "meta" and direct.ops == ["_linear_op"]
+
+
+@pytest.mark.fast
+def test_direct_calls_stay_ops_in_a_torch_compile_graph(direct):
+    from test_linear_graph import _calls, _compiled
+
+    def block(x, w, out):
+        lin.linear(x, w, out=out)
+        return F.silu(lin.linear(x, w))
+
+    compiled, graphs = _compiled(block)
+    x, w, out = bf16(4, 64), bf16(128, 64), torch.empty(4, 128, dtype=torch.bfloat16)
+    y = compiled(x, w, out)
+    assert [str(n.target) for n in _calls(graphs[0])] == ["gemm_course.linear_out", "gemm_course.linear"]
+    assert y.shape == (4, 128) and "_linear_op" in direct.ops

@@ -28,8 +28,10 @@ launcher (:class:`_Call`); a later call of the signature checks only what can ch
 pointers (16-byte alignment, output bytes shared with an input), and makes the CuTe views of A, B and
 C. With :func:`use_kept_arguments` (off by default: not yet checked on a GPU) it makes no views
 either: the launch's arguments are marshalled once per signature and only the data pointers are
-written per call. The kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB
-for a 128 x 256 tile on 132 SMs); :func:`clear_cache` frees it.
+written per call; with :func:`use_direct_calls` (off by default, not yet checked on a GPU either) an
+eager call skips the torch dispatcher where no mode, trace or compile could see the op. The kept
+scratch is one fp32 tile per CTA of the grid for each config in use (17 MB for a 128 x 256 tile on
+132 SMs); :func:`clear_cache` frees it.
 
 **CUDA graphs.** A call under ``torch.cuda.graph`` capture synchronises nothing and allocates only
 its output (and a copy of an input the kernel cannot read) through torch's caching allocator,
@@ -90,6 +92,7 @@ _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run
 _calls: dict = {}  # a call's signature (_signature) -> _Call, what its first call found
 _KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the kept path on the CPU change it)
 _kept_arguments = False  # use_kept_arguments
+_direct_calls = False  # use_direct_calls
 _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
 _b200_warned: set = set()  # step keys linear warned about, once per process (no B200 record yet)
 
@@ -181,6 +184,11 @@ def linear(input, weight, bias=None, *, out=None):
         return _linear(input, weight, bias, out)  # refused there, in words the op's schema would not find
     if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         raise GemmInputError(_NO_BACKWARD)  # checked here: inside the op, autograd is already off
+    if _direct_calls and _unobserved(tensors):
+        result = _linear(input, weight, bias, out)
+        if out is not None:
+            torch.autograd.graph.increment_version(out)  # as the op's ADInplaceOrView kernel does for out
+        return result
     if out is None:
         return torch.ops.gemm_course.linear(input, weight, bias)
     torch.ops.gemm_course.linear_out(input, weight, bias, out)
@@ -306,6 +314,27 @@ def use_kept_arguments(on: bool = True) -> None:
     global _kept_arguments
     _kept_arguments = bool(on)
     _calls.clear()
+
+
+def use_direct_calls(on: bool = True) -> None:
+    """Whether :func:`linear`, called eagerly, runs its body without the torch dispatcher (the custom
+    op costs 5-20 us a call on the host, more with ``out``) where nothing could tell the difference:
+    plain tensors (``torch.Tensor`` or ``nn.Parameter``) on the GPU, no torch.compile, no
+    ``torch.jit`` trace, no torch function or dispatch mode (a FakeTensorMode, ``make_fx``, a
+    profiler's or a FLOP counter's mode); everything else goes through the op as before. ``out``'s
+    version counter is bumped as the op does. Off by default: not yet checked on a GPU."""
+    global _direct_calls
+    _direct_calls = bool(on)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _unobserved(tensors) -> bool:
+    """Whether an eager call on ``tensors`` can skip the dispatcher (:func:`use_direct_calls`)."""
+    return (tensors[0].device.type == _KEPT_DEVICE_TYPE and all(type(t) in _PLAIN for t in tensors)
+            and not torch.compiler.is_compiling() and not torch.jit.is_tracing()
+            and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._is_torch_function_mode_enabled())
 
 
 def _relauncher(launch):
