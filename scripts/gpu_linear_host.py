@@ -54,7 +54,8 @@ def main(argv=None) -> int:
         plan = lin.route_plan(arch_name, args.m, args.n, args.k)
         key, workspace = lin._workspace(plan.step, plan.config, x.device, (args.m, args.n, args.k))
         launcher = run.prepare(plan, x, w, y, workspace=workspace)
-        relaunch, kept = launcher.relauncher(), run.KeptArguments(launcher)
+        # kept arguments take over a launcher's views: one of their own
+        relaunch, kept = launcher.relauncher(), run.KeptArguments(run.prepare(plan, x, w, y, workspace=workspace))
         for name, launch in (("views per call", relaunch), ("kept arguments", kept)):
             z = torch.full_like(y, float("nan"))
             x2 = torch.randn_like(x)

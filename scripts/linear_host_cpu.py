@@ -141,8 +141,10 @@ def main(argv=None) -> int:
         launcher = run.Launcher(plan.step, plan.config, plan.problem, art, views + workspace, cuda.CUstream(7))
         if hasattr(launcher, "relauncher"):
             parts["a kept launch, views per call (Relauncher)"] = functools.partial(launcher.relauncher(), x, w, y)
-        if hasattr(run, "KeptArguments"):
-            parts["a kept launch, kept arguments"] = functools.partial(run.KeptArguments(launcher), x, w, y)
+        if hasattr(run, "KeptArguments"):  # it takes over the launcher's views: a launcher of its own
+            own = run.Launcher(plan.step, plan.config, plan.problem, art, arch.runtime_operands(x, w, y) + workspace,
+                               cuda.CUstream(7))
+            parts["a kept launch, kept arguments"] = functools.partial(run.KeptArguments(own), x, w, y)
     kept_option = real is not None and hasattr(lin, "use_kept_arguments")
     with torch.inference_mode(), faked_gpu(compiled):
         parts["whole call: linear(x, w, out=y), GPU faked"] = lambda: lin.linear(x, w, out=y)

@@ -336,3 +336,17 @@ def test_direct_calls_stay_ops_in_a_torch_compile_graph(direct):
     y = compiled(x, w, out)
     assert [str(n.target) for n in _calls(graphs[0])] == ["gemm_course.linear_out", "gemm_course.linear"]
     assert y.shape == (4, 128) and "_linear_op" in direct.ops
+
+
+@pytest.mark.fast
+def test_arguments_that_are_not_tensors_are_refused_in_words(monkeypatch):
+    from gemm_course import arch
+
+    monkeypatch.setattr(arch, "machine", lambda: test_linear.H200)
+    w = bf16(8, 16)
+    with pytest.raises(GemmInputError, match="input must be a torch.Tensor, got list"):
+        lin.linear([0.0] * 16, w)
+    with pytest.raises(GemmInputError, match="weight must be a torch.Tensor, got str"):
+        lin.linear(bf16(4, 16), "w")
+    with pytest.raises(GemmInputError, match="bias must be a torch.Tensor or None"):
+        lin.linear(bf16(4, 16), w, [0.0] * 8)

@@ -181,7 +181,8 @@ def linear(input, weight, bias=None, *, out=None):
     """
     tensors = (input, weight) + tuple(t for t in (bias, out) if t is not None)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
-        return _linear(input, weight, bias, out)  # refused there, in words the op's schema would not find
+        # refused there, in words the op's schema would not find
+        return _first_call(machine_arch(), input, weight, bias, out, None)
     if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         raise GemmInputError(_NO_BACKWARD)  # checked here: inside the op, autograd is already off
     if _direct_calls and _unobserved(tensors):

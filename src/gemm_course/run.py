@@ -96,7 +96,8 @@ class KeptArguments:
     which the signature fixes. The constructor checks what it can (one pointer per view, the data
     pointer first, no checks of CuTeDSL's own on re-entry) and raises a ``ValueError`` otherwise;
     a test compares its arguments with fresh ones on the CPU. Not yet checked on a GPU, so off by
-    default (``gemm_course.linear.use_kept_arguments``)."""
+    default (``gemm_course.linear.use_kept_arguments``). It takes over the launcher's views: the
+    launcher must not be called after (it would launch on the tensors of the last call here)."""
 
     def __init__(self, launcher: Launcher):
         import ctypes
