@@ -350,3 +350,12 @@ def test_arguments_that_are_not_tensors_are_refused_in_words(monkeypatch):
         lin.linear(bf16(4, 16), "w")
     with pytest.raises(GemmInputError, match="bias must be a torch.Tensor or None"):
         lin.linear(bf16(4, 16), w, [0.0] * 8)
+
+
+@pytest.mark.fast
+def test_the_kept_signatures_are_bounded_oldest_first(kept, monkeypatch):
+    monkeypatch.setattr(lin, "_MAX_CALLS", 3)
+    w = bf16(128, 64)
+    for m in range(1, 6):
+        lin.linear(bf16(m, 64), w)
+    assert [sig[0] for sig in lin._calls] == [torch.Size([3, 64]), torch.Size([4, 64]), torch.Size([5, 64])]

@@ -90,6 +90,7 @@ def decode_step_verified(arch_name: str, records=None) -> bool:
 
 _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run.Workspace
 _calls: dict = {}  # a call's signature (_signature) -> _Call, what its first call found
+_MAX_CALLS = 4096  # signatures kept, as route_plan's shapes
 _KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the kept path on the CPU change it)
 _kept_arguments = False  # use_kept_arguments
 _direct_calls = False  # use_direct_calls
@@ -298,6 +299,8 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     if key is not None:
         _workspaces[key] = workspace  # kept once its kernel is compiled and has run: ready for a capture
     if signature is not None:
+        if len(_calls) >= _MAX_CALLS:  # many shapes (prefill lengths): the oldest signature goes
+            _calls.pop(next(iter(_calls)), None)
         flat = input.reshape(m, k)
         _calls[signature] = _Call(m, n, k, tuple(input.shape[:-1]), bool(layout_rule("A", flat)), _span(flat),
                                   _span(weight), _span(out2d), _relauncher(launch))
