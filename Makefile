@@ -46,7 +46,7 @@ test-fast: $(STAMP)
 # a course GPU they launch, check and time the kernels). Both run; it fails if either failed. Without
 # a course GPU it says so first: the gpu tests skip and the chapters run their CPU parts.
 test-gpu: $(STAMP) notebooks
-	@$(BIN)/python -c "from gemm_course.arch import machine; m = machine(); print('make test-gpu:', \
+	@$(BIN)/python -c "from gemm_course.runtime.arch import machine; m = machine(); print('make test-gpu:', \
 		f'{m.gpu_name} ({m.target})' if m.target else 'no GPU with a course target (sm_90a, sm_100a): the gpu tests skip, the chapters run their CPU parts')"
 	status=0; \
 	$(BIN)/python -m pytest -q -m gpu tests || status=1; \

@@ -3,9 +3,10 @@
     python3 scripts/ab_copy.py HEAD            # -> .cache/kernels/sm90_base (git-ignored)
     python3 scripts/gpu_tune.py sm90_base@sm90/11 sm90/11 --shapes 4096 8192   (on the GPU machine)
 
-The copy also takes that revision's ``schedule.py`` (as ``schedule_base.py`` inside the package), so
-a change to the schedule is compared too; ``--schedule NAME=VALUE`` sets one of its module constants
-in the copy (a variant of a constant without a commit):
+The copy also takes that revision's ``rules/schedule.py`` (``schedule.py`` before the layers were
+folders) as ``schedule_base.py`` inside the package, so a change to the schedule is compared too;
+``--schedule NAME=VALUE`` sets one of its module constants in the copy (a variant of a constant
+without a commit):
 
     python3 scripts/ab_copy.py HEAD --name sm90_lockstep --schedule LOCKSTEP_K_TILES=64
 
@@ -20,6 +21,11 @@ import subprocess
 from kernel_copies import ROOT, write_package
 
 KERNELS = "src/gemm_course/kernels"
+RULES = "src/gemm_course/rules"  # the schedule's folder (the package's top before the layers were folders)
+
+
+def exists(rev: str, path: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", f"{rev}:{path}"], cwd=ROOT, capture_output=True).returncode == 0
 
 
 def show(rev: str, path: str) -> str:
@@ -48,13 +54,17 @@ def main(argv=None):
                            capture_output=True, text=True).stdout.split()
     for path in names:
         text = show(args.rev, path)
-        imports = re.search(r"^from \.\.\. import (.*)$", text, flags=re.M)
-        if imports and "schedule" in imports.group(1).split(", "):  # the revision's own schedule
-            others = [name for name in imports.group(1).split(", ") if name != "schedule"]
-            own = (f"from ... import {', '.join(others)}\n" if others else "") + "from . import schedule_base as schedule"
-            text = text[: imports.start()] + own + text[imports.end():]
+        for imports in re.finditer(r"^from \.\.\.(rules)? import (.*)$", text, flags=re.M):  # rules/ since the layers
+            names = imports.group(2).split(", ")
+            if "schedule" in names:  # the revision's own schedule
+                others = [name for name in names if name != "schedule"]
+                own = (f"from ...{imports.group(1) or ''} import {', '.join(others)}\n" if others else "") + \
+                    "from . import schedule_base as schedule"
+                text = text[: imports.start()] + own + text[imports.end():]
+                break
         files[os.path.basename(path)] = text
-    files["schedule_base.py"] = set_constants(show(args.rev, "src/gemm_course/schedule.py"), args.schedule)
+    schedule = next(path for path in (f"{RULES}/schedule.py", "src/gemm_course/schedule.py") if exists(args.rev, path))
+    files["schedule_base.py"] = set_constants(show(args.rev, schedule), args.schedule)
     target = write_package(args.name, files)
     print(f"{os.path.relpath(target, ROOT)}: the Hopper kernels of {args.rev}; use '{args.name}@sm90/N' in gpu_tune.py "
           f"and carry .cache to the device")

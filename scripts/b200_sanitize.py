@@ -42,8 +42,8 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from gemm_course import run
-    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+    from gemm_course.runtime import run
+    from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
     bad = 0
     for i, (key, shape) in enumerate(plan(argv[0])):

@@ -3,7 +3,7 @@
 # leave the records where the book reads them. From anywhere:
 #   bash scripts/b200_validate.sh OUT        (or: make b200 OUT=...)
 # Phases, each logged under OUT: the GPU check (any other GPU, or none, stops at once with exit 2),
-# doctor, every sm100 step in its own process (gemm_course.stepwise: a watchdog debug build, the
+# doctor, every sm100 step in its own process (gemm_course.measure.stepwise: a watchdog debug build, the
 # timed build, memcheck), the Blackwell-specific GPU tests, racecheck and synccheck on steps 5-8 and
 # step 11's split tails, the ladder of the steps that passed at 4096^3 and 8192^3 against cuBLAS,
 # the final step over the broad sweep in both orders (gpu_broad_sweep.sh) and its split tail against
@@ -25,7 +25,7 @@ dry=${DRY_RUN:-0}
 : > "$out/status.log"
 
 # 1. The GPU, before anything long. The Python check prints one paragraph and exits 2 if it refuses.
-$PY -m gemm_course.b200 check > "$out/gpu_check.log" 2>&1
+$PY -m gemm_course.measure.b200 check > "$out/gpu_check.log" 2>&1
 rc=$?
 cat "$out/gpu_check.log"
 if [ $rc != 0 ]; then
@@ -38,7 +38,7 @@ if [ $rc != 0 ]; then
   exit 2
 fi
 echo "gpu_check: ok" >> "$out/status.log"
-dest=results/$($PY -m gemm_course.b200 slug)
+dest=results/$($PY -m gemm_course.measure.b200 slug)
 
 failed=0
 phase() {  # phase NAME LIMIT_S CMD...: run CMD (output shown and kept in OUT/NAME.log); sets $rc
@@ -80,17 +80,17 @@ if command -v nvidia-smi > /dev/null 2>&1; then  # named fields only: no serial 
   fi
 fi
 
-# 3. Correctness, one process per step (gemm_course.stepwise): each step's watchdog debug build on small
+# 3. Correctness, one process per step (gemm_course.measure.stepwise): each step's watchdog debug build on small
 # ragged shapes (a wait that never completes names its barrier and traps), then its timed build on the
 # GPU tests' random shapes, then memcheck; a step that fails or hangs is reported and the next one runs.
 sanitizer=$(command -v compute-sanitizer || ls "${CUDA_HOME:-/usr/local/cuda}"/bin/compute-sanitizer 2>/dev/null | head -1)
 steps="sm100/2 sm100/3 sm100/4 sm100/5 sm100/6 sm100/7 sm100/8 sm100/9 sm100/10 sm100/11 sm100/12"
 [ "${NAIVE:-1}" = 0 ] || steps="sm100/1 $steps"
-phase stepwise 43200 $PY -m gemm_course.stepwise run "$out" $steps ${sanitizer:+--sanitizer "$sanitizer"}
+phase stepwise 43200 $PY -m gemm_course.measure.stepwise run "$out" $steps ${sanitizer:+--sanitizer "$sanitizer"}
 [ $rc = 0 ] || failed=1
 passed="$steps"
 if [ "$dry" != 1 ]; then
-  passed=$($PY -m gemm_course.stepwise passed "$out" 2>/dev/null)
+  passed=$($PY -m gemm_course.measure.stepwise passed "$out" 2>/dev/null)
 fi
 
 # 4. The Blackwell-specific GPU tests in one process (K tails, partial tiles, cluster shapes, step 7's
@@ -138,7 +138,7 @@ fi
 if echo " $passed " | grep -q " $final "; then
   # the broad sweep of scripts/gpu_broad_sweep.sh (squares, LLM shapes, few-wave long-K), in both
   # orders, with the course's Triton matmul beside cuBLAS where Triton is installed
-  shapes_of="from gemm_course import bench; shapes = ['%dx%dx%d' % s for g in bench.broad_sweep_shapes().values() for s in g]"
+  shapes_of="from gemm_course.measure import bench; shapes = ['%dx%dx%d' % s for g in bench.broad_sweep_shapes().values() for s in g]"
   broad=$($PY -c "$shapes_of; print(' '.join(shapes))")
   backwards=$($PY -c "$shapes_of; print(' '.join(shapes[::-1]))")
   peers=""
@@ -149,9 +149,9 @@ if echo " $passed " | grep -q " $final "; then
   phase broad_sweep_reversed 5400 $PY -m gemm_course bench "$final" --shapes $backwards --rounds 5 $peers \
     --out "$out" --tag broad_sweep_reversed
   [ $rc = 0 ] || failed=1
-  # step 11's split tail against the same kernel without it, interleaved (gemm_course.b200.TAIL_AB_*):
+  # step 11's split tail against the same kernel without it, interleaved (gemm_course.measure.b200.TAIL_AB_*):
   # what prices a hand-over (schedule.FIXUP_K_TILES) on a B200
-  tail_of="from gemm_course import b200"
+  tail_of="from gemm_course.measure import b200"
   tail_variants=$($PY -c "$tail_of; print(' '.join(b200.TAIL_AB_VARIANTS))")
   tail_shapes=$($PY -c "$tail_of; print(' '.join(b200.TAIL_AB_SHAPES))")
   phase tail_ab 3600 $PY scripts/gpu_tune.py $tail_variants --shapes $tail_shapes --out "$out/tail_ab"
@@ -163,7 +163,7 @@ correct=0
 [ -z "$passed" ] || correct=1
 if [ $correct = 1 ]; then
   # 6b. Into results/<gpu>/, where records.load_records (and so the book) reads them.
-  phase copy 300 $PY -m gemm_course.b200 copy "$out"
+  phase copy 300 $PY -m gemm_course.measure.b200 copy "$out"
   [ $rc = 0 ] || failed=1
 else
   echo
@@ -175,18 +175,18 @@ fi
 # 7. What happened, the numbers, and how to send them: the logs, redacted, also go to results/logs/.
 tabled=0
 if [ "$dry" != 1 ] && [ $correct = 1 ]; then
-  $PY -m gemm_course.b200 table "$out" > "$out/summary.log" 2>&1
+  $PY -m gemm_course.measure.b200 table "$out" > "$out/summary.log" 2>&1
   tabled=1
 fi
-$PY -m gemm_course.b200 redact "$out" "$PWD"
-[ "$dry" = 1 ] || $PY -m gemm_course.b200 logs "$out" > "$out/published_logs.txt"
+$PY -m gemm_course.measure.b200 redact "$out" "$PWD"
+[ "$dry" = 1 ] || $PY -m gemm_course.measure.b200 logs "$out" > "$out/published_logs.txt"
 echo
 echo "== status (OUT/status.log)"
 cat "$out/status.log"
 if [ "$dry" != 1 ] && [ -f "$out/stepwise/summary.json" ]; then
   echo
   echo "== steps (OUT/step_*.log): each in its own process, a watchdog debug build first"
-  $PY -m gemm_course.stepwise table "$out"
+  $PY -m gemm_course.measure.stepwise table "$out"
 fi
 if [ $tabled = 1 ]; then
   echo
@@ -195,7 +195,7 @@ if [ $tabled = 1 ]; then
 fi
 echo
 # the course's address: repository.url in _config.yml (the one setting the book's pages read too)
-repo=$($PY -m gemm_course.b200 repository 2>/dev/null)
+repo=$($PY -m gemm_course.measure.b200 repository 2>/dev/null)
 if [ -n "$repo" ]; then
   repo="the course's repository, $repo,"
 else

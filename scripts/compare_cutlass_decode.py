@@ -77,7 +77,7 @@ def compile_nvidia(mod, tile_m: int, tile_n: int, cluster: tuple) -> tuple:
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
 
-    from gemm_course import arch
+    from gemm_course.runtime import arch
 
     m, n, k = cute.sym_int32(), cute.sym_int32(divisibility=8), cute.sym_int32(divisibility=8)
 
@@ -97,7 +97,8 @@ def compile_nvidia(mod, tile_m: int, tile_n: int, cluster: tuple) -> tuple:
 
 
 def compile_course(tile_m: int, tile_n: int, cluster: tuple, stream_k: bool) -> cct.Build:
-    from gemm_course import arch, decode_rule, ladder
+    from gemm_course.rules import decode_rule
+    from gemm_course.runtime import arch, ladder
 
     step = ladder.get("sm100/11")
     epi_n, epi_stages = decode_rule.epilogue(tile_n)

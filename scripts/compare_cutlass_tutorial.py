@@ -16,7 +16,7 @@ repository. The pairs, tutorial -> course step (``sm100/N``):
     fp16_gemm_3   -> 7  two accumulators in TMEM (tutorial: static persistent; course: 2 tiles per CTA)
     fp16_gemm_3_1 -> 8  CLC dynamic persistent scheduler (scheduler warp 6)
 
-Both sides are compiled for sm_100a (``gemm_course.arch.targeting``, PTX kept) with the same fake
+Both sides are compiled for sm_100a (``gemm_course.runtime.arch.targeting``, PTX kept) with the same fake
 operands (bf16 A (M,K), B (N,K), C (M,N), K-major / row-major, M, N, K symbolic), the same tile
 (256 x 256 x 64 per CTA pair, 128 rows per CTA) and cluster (2, 1). The tutorials are written for
 fp16 with module-level constants: before their ``host_function`` is traced the script sets
@@ -580,7 +580,7 @@ def launch_smem_bytes(ir: str) -> list:
 
 def registers(cubin: bytes) -> Optional[int]:
     try:
-        from gemm_course import inspect as ins
+        from gemm_course.teaching import inspect as ins
 
         res = ins.resources(cubin)
         return max(r.registers for r in res) if res else None
@@ -805,7 +805,7 @@ def load_tutorial(directory: str, key: str):
 def compile_tutorial(mod, key: str, max_active_clusters: int) -> Build:
     import cutlass.cute as cute
 
-    from gemm_course import arch
+    from gemm_course.runtime import arch
 
     a, b, c = arch.fake_operands("dynamic")
     args = (a, b, c) + ((max_active_clusters,) if key.startswith("3") else ())
@@ -819,8 +819,8 @@ def compile_tutorial(mod, key: str, max_active_clusters: int) -> Build:
 
 
 def compile_course(number: int) -> Build:
-    from gemm_course import arch
-    from gemm_course.ladder import ladder
+    from gemm_course.runtime import arch
+    from gemm_course.runtime.ladder import ladder
 
     step = ladder["sm100"][number]
     cfg = step.default

@@ -17,7 +17,7 @@ final=${FINAL_STEP:-sm90/11}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 shapes=$(python3 -c "
-from gemm_course import bench
+from gemm_course.measure import bench
 shapes = ['%dx%dx%d' % s for group in bench.broad_sweep_shapes().values() for s in group]
 only = '$only'.split()
 shapes = [s for s in shapes if s in only] if only else shapes
@@ -28,7 +28,7 @@ python3 -m gemm_course bench "$final" --shapes $shapes --rounds 5 --peers triton
 # the run's summary by shape class (this run's records only)
 python3 - "$out" "$tag" <<'PY'
 import glob, json, os, sys
-from gemm_course import records
+from gemm_course.measure import records
 out, tag = sys.argv[1], sys.argv[2]
 path = max(glob.glob(os.path.join(out, f"*_{tag}.json")), key=os.path.getmtime)
 rows = [dict(r, _file=path) for r in json.load(open(path))["records"]]

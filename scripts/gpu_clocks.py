@@ -24,9 +24,9 @@ import time
 
 import torch
 
-from gemm_course import bench
 from gemm_course.cli import _shapes
-from gemm_course.problem import GemmProblem, make_inputs
+from gemm_course.measure import bench
+from gemm_course.runtime.problem import GemmProblem, make_inputs
 
 from gpu_tune import checked_launches, variant
 

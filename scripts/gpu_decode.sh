@@ -13,8 +13,8 @@ what=${2:-}
 final=${FINAL_STEP:-sm90/11}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-shapes=$(python3 -c "from gemm_course import records; print(' '.join('%dx%dx%d' % s for s in records.decode_shapes()))")
-reversed=$(python3 -c "from gemm_course import records; print(' '.join('%dx%dx%d' % s for s in records.decode_shapes()[::-1]))")
+shapes=$(python3 -c "from gemm_course.measure import records; print(' '.join('%dx%dx%d' % s for s in records.decode_shapes()))")
+reversed=$(python3 -c "from gemm_course.measure import records; print(' '.join('%dx%dx%d' % s for s in records.decode_shapes()[::-1]))")
 python3 -m gemm_course bench "$final" --shapes $shapes --rounds 5 --rotate --out "$out" --tag decode 2>&1 \
   | tee "$out/decode.log" | tail -40
 python3 -m gemm_course bench "$final" --shapes $reversed --rounds 5 --rotate --out "$out" --tag decode_reversed 2>&1 \

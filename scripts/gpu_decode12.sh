@@ -23,8 +23,8 @@ case $phase in
 check)
 python3 - <<'EOF' 2>&1 | tee "$out/check12.log" || status=1
 import dataclasses, sys
-from gemm_course import ladder, run
-from gemm_course.problem import GemmProblem
+from gemm_course.runtime import ladder, run
+from gemm_course.runtime.problem import GemmProblem
 step = ladder.get("sm90/12")
 shapes = [(1, 4096, 4096), (7, 1024, 520), (8, 2048, 8192), (16, 4096, 14336), (33, 14336, 4096), (64, 1024, 4096),
           (100, 2048, 1000), (128, 4096, 4096), (200, 3072, 1032), (256, 8192, 1024), (300, 2048, 2048), (1, 8, 8)]

@@ -24,8 +24,9 @@ import time
 import torch
 from cuda.bindings import driver as cuda
 
-from gemm_course import bench, ladder, records, run
-from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+from gemm_course.measure import bench, records
+from gemm_course.runtime import ladder, run
+from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
 
 def graph_ms(calls: list, launches: int, replays: int) -> float:

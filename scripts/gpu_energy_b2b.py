@@ -21,7 +21,7 @@ exceeds ``--budget-s``; during the run a shape whose estimate would end past ``-
 started, and the records measured so far are written (also on SIGTERM). Records go through
 ``bench.write_records`` into OUT, one file per order, tagged ``broad_sweep_energy`` and
 ``broad_sweep_energy_reversed`` (``records.ENERGY_SWEEP_ORDERS``): copy them to
-``results/nvidia-h200/`` and run ``python -m gemm_course.notes``. They do not replace the broad
+``results/nvidia-h200/`` and run ``python -m gemm_course.measure.notes``. They do not replace the broad
 sweep's own files (``records.broad_sweep`` reads ``*_broad_sweep.json``), but they are bench
 records of the default step like any other, so ``records.latest`` sees them.
 """
@@ -36,8 +36,9 @@ import signal
 import sys
 import time
 
-from gemm_course import bench, ladder, records
-from gemm_course.problem import GemmProblem
+from gemm_course.measure import bench, records
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmProblem
 
 COMPILE_S = 10.0  # seconds per distinct tile config the step compiles (one process: each once)
 MODEL_TFLOPS = 650.0  # per-launch time of a shape no committed record has

@@ -2,7 +2,7 @@
 
     python3 scripts/gpu_linear_host.py [--m 16] [--n 4096] [--k 4096] [--calls 300]
 
-A decode GEMM runs for 10-30 us on the GPU; a call of ``gemm_course.linear`` from Python also does
+A decode GEMM runs for 10-30 us on the GPU; a call of ``gemm_course.runtime.linear`` from Python also does
 host work (its checks, the route, the CuTe views of the tensors, the launch through the compiled
 function). This prints the median microseconds of each part (route_plan, linear's own checks,
 run.prepare, the launch alone, a kept call's launch with views per call and with kept arguments, a
@@ -22,9 +22,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-from gemm_course import linear as lin
-from gemm_course import run
-from gemm_course.problem import relative_error
+from gemm_course.runtime import linear as lin
+from gemm_course.runtime import run
+from gemm_course.runtime.problem import relative_error
 
 
 def median_us(fn, calls: int) -> float:

@@ -116,8 +116,8 @@ def build_package():
 def timeline(step_key, fields, problem, a, b, c, launches):
     import torch
 
-    from gemm_course import ladder, run
     from gemm_course.cli import _parse_config
+    from gemm_course.runtime import ladder, run
 
     step = kernel_copies.step_from(PACKAGE, ladder.get(step_key))
     config = _parse_config(step, fields)
@@ -175,9 +175,9 @@ def main(argv=None):
     try:
         import datetime
 
-        from gemm_course import bench
         from gemm_course.cli import _shapes
-        from gemm_course.problem import GemmProblem, make_inputs
+        from gemm_course.measure import bench
+        from gemm_course.runtime.problem import GemmProblem, make_inputs
 
         env = bench.environment()
         command = " ".join(["python3", "scripts/gpu_timeline.py"] + (argv if argv is not None else sys.argv[1:]))

@@ -21,9 +21,10 @@ import sys
 
 import torch
 
-from gemm_course import bench, ladder, run
 from gemm_course.cli import _parse_config, _shapes
-from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+from gemm_course.measure import bench
+from gemm_course.runtime import ladder, run
+from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
 import kernel_copies
 

@@ -26,8 +26,8 @@ import types
 
 import torch
 
-from gemm_course import arch, problem, run
-from gemm_course import linear as lin
+from gemm_course.runtime import arch, problem, run
+from gemm_course.runtime import linear as lin
 
 H100 = arch.Machine("NVIDIA H100 80GB HBM3 (faked)", (9, 0), 132, "sm_90a")
 

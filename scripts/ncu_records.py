@@ -7,7 +7,7 @@ One record per log: the log it came from, the GPU, the date (from the log's name
 per profiled kernel (in the log's order) every metric as ``{name: [value, unit]}`` plus, where the
 log has the speed-of-light sections, the busiest pipeline and its share of elapsed cycles. Kernel
 names are shortened to the course's ``stepNN`` (the module's name when the log was written) or
-``nvjet (cuBLAS)``. The chapters read the records through ``gemm_course.records``, never the text.
+``nvjet (cuBLAS)``. The chapters read the records through ``gemm_course.measure.records``, never the text.
 """
 
 import argparse
@@ -65,7 +65,7 @@ def main(argv=None):
     p.add_argument("--tag", default="ncu")
     args = p.parse_args(argv)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
-    from gemm_course import bench
+    from gemm_course.measure import bench
 
     records = [to_record(path, args.gpu) for path in args.logs if not path.endswith(".csv")]
     records = [r for r in records if r["kernels"]]

@@ -8,8 +8,8 @@ import argparse
 
 import torch
 
-from gemm_course import run
-from gemm_course.problem import GemmProblem, make_inputs
+from gemm_course.runtime import run
+from gemm_course.runtime.problem import GemmProblem, make_inputs
 
 from gpu_tune import variant  # STEP[:FIELD=VALUE,...]
 

@@ -7,7 +7,7 @@
 # and the book is built with every page executed (make book) with the GPU hidden
 # (CUDA_VISIBLE_DEVICES=): the pages draw the records and launch no kernel, so a Blackwell step that
 # fails cannot stop the build. The kit's published logs mark such a step failed, with the log of the
-# phase that failed, on the results page and in the intro's box (gemm_course.b200.step_status); the
+# phase that failed, on the results page and in the intro's box (gemm_course.measure.b200.step_status); the
 # same table is printed last. Exit: the book build's (0: every page built warning-free).
 # DRY_RUN=1 prints the commands and runs nothing.
 set -u
@@ -22,15 +22,15 @@ run() {  # echo, then run unless DRY_RUN=1
   [ "${DRY_RUN:-0}" = 1 ] || "$@"
 }
 if [ $# -gt 0 ]; then
-  run $PY -m gemm_course.b200 copy "$1" || echo "render_records.sh: some files of $1 were not copied (see above); going on"
+  run $PY -m gemm_course.measure.b200 copy "$1" || echo "render_records.sh: some files of $1 were not copied (see above); going on"
 fi
-run $PY -m gemm_course.notes
+run $PY -m gemm_course.measure.notes
 run env CUDA_VISIBLE_DEVICES= make book
 rc=$?
 [ "${DRY_RUN:-0}" = 1 ] && exit 0
 echo
-echo "== each Blackwell step (python -m gemm_course.b200 status)"
-$PY -m gemm_course.b200 status
+echo "== each Blackwell step (python -m gemm_course.measure.b200 status)"
+$PY -m gemm_course.measure.b200 status
 echo
 if [ $rc = 0 ]; then
   echo "The book: _build/html/index.html (the results page: _build/html/book/results.html)."

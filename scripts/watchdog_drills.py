@@ -52,7 +52,7 @@ DRILLS = {
 
 def make_copy(name: str) -> object:
     """The broken copy's ladder step (package ``drill_NAME``)."""
-    from gemm_course import ladder
+    from gemm_course.runtime import ladder
 
     step_key, file_name, old, new, _, _ = DRILLS[name]
     files = {}
@@ -72,8 +72,8 @@ def child(name: str) -> int:
     """Run one drill here (a process of its own: a trap leaves the CUDA context unusable)."""
     import torch
 
-    from gemm_course import run
-    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+    from gemm_course.runtime import run
+    from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
     os.environ["GEMM_COURSE_WATCHDOG"] = str(BOUND_S)
     step = make_copy(name)
@@ -96,7 +96,7 @@ def child(name: str) -> int:
 
 def verdict(name: str, rc: int, output: str) -> tuple:
     """(passed, what happened) for one drill's child process."""
-    from gemm_course import watchdog
+    from gemm_course.runtime import watchdog
 
     expected = DRILLS[name][4]
     reports = watchdog.parse_reports(output)

@@ -13,7 +13,7 @@ def pytest_configure(config):
 
 def _gpu_target():
     try:
-        from gemm_course.arch import machine
+        from gemm_course.runtime.arch import machine
 
         return machine().target
     except Exception:
@@ -48,7 +48,7 @@ def pytest_runtest_protocol(item, nextitem):
         return
     from cutlass.base_dsl.dsl import BaseDSL
 
-    from gemm_course import arch
+    from gemm_course.runtime import arch
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"{item.nodeid} is marked fast or slow but compiles or traces a CuTeDSL function: mark it compile")

@@ -51,7 +51,7 @@ class FakeGPU:
     def install(self, monkeypatch):
         import torch
 
-        from gemm_course import bench
+        from gemm_course.measure import bench
 
         monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: FakeEvent(self, enable_timing))
         monkeypatch.setattr(torch.cuda, "synchronize", self.synchronize)

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from synthetic import bench_record, decode_record, write_runs
 
-from gemm_course import bench, chapter, exercises, ladder, sim, tile_order, viz
-from gemm_course import records as rec
+from gemm_course import viz
 from gemm_course.kernels.sm100.layouts import PairShare, multicast_masks
-from gemm_course.problem import GemmProblem
+from gemm_course.measure import bench
+from gemm_course.measure import records as rec
+from gemm_course.rules import tile_order
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmProblem
+from gemm_course.teaching import chapter, exercises, sim
 
 
 def _records(kind="bench"):

@@ -2,7 +2,8 @@
 
 import dataclasses
 
-from gemm_course import bench, ladder, records
+from gemm_course.measure import bench, records
+from gemm_course.runtime import ladder
 
 
 def bench_record(step, tflops, cublas, date, shape=4096, gpu="Synthetic GPU"):
@@ -45,8 +46,8 @@ def decode_record(shape, step_ms: float, cublas_ms: float, date: str, name: str 
                   gpu: str = "NVIDIA H100 80GB HBM3", copy: float = 3.0) -> dict:
     """A decode-class record as ``bench.bench_step(..., rotate=True)`` writes its fields (the ones
     ``records.decode_sweep`` and ``viz.bandwidth_bars`` read)."""
-    from gemm_course import bench
-    from gemm_course.problem import GemmProblem
+    from gemm_course.measure import bench
+    from gemm_course.runtime.problem import GemmProblem
 
     return {"step": "sm90/11", "shape": dict(zip("mnk", shape)), "gpu": gpu, "date": date, "driver": "x", "cuda": "13.0",
             "torch": "2.11", "cutlass_dsl": "4.8.1", "_file": name, "protocol": {"rounds": 5, "repeats": 100},

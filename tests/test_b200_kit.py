@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import arch, b200, ladder, records, schedule
+from gemm_course.measure import b200, records
+from gemm_course.rules import schedule
+from gemm_course.runtime import arch, ladder
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "b200_validate.sh"
@@ -109,7 +111,7 @@ def test_pretended_gpu_goes_through_the_arch_table(monkeypatch):
 
 
 def _broad_sweep():
-    from gemm_course import bench
+    from gemm_course.measure import bench
 
     return ["%dx%dx%d" % s for group in bench.broad_sweep_shapes().values() for s in group]
 
@@ -129,7 +131,7 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     assert names == ["doctor", "stepwise", "pytest_gpu", "sanitize_racecheck", "sanitize_synccheck",
                      "ladder", "broad_sweep", "broad_sweep_reversed", "tail_ab", "copy"]
     cmd = dict(phases)
-    tail = cmd["tail_ab"]  # the A/B the book and the kit's table read, as gemm_course.b200 names it
+    tail = cmd["tail_ab"]  # the A/B the book and the kit's table read, as gemm_course.measure.b200 names it
     assert b200.tail_ab_command().replace('"', "") in tail.replace(str(tmp_path / "out"), "OUT")
     assert "-m pytest -q -m gpu -k not sm90 and not random_shapes" in cmd["pytest_gpu"]
     assert "tests/test_gpu.py" in cmd["pytest_gpu"]
@@ -154,8 +156,8 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
 def test_sanitizer_plan_covers_steps_5_to_8_with_partial_tiles_and_many_clusters():
     import importlib.util
 
-    from gemm_course import ladder
-    from gemm_course.problem import GemmProblem
+    from gemm_course.runtime import ladder
+    from gemm_course.runtime.problem import GemmProblem
 
     spec = importlib.util.spec_from_file_location("b200_sanitize", ROOT / "scripts" / "b200_sanitize.py")
     driver = importlib.util.module_from_spec(spec)
@@ -238,15 +240,15 @@ def test_logs_name_no_folder_of_this_machine(tmp_path):
 
 
 FAKE_PY = r'''#!/bin/bash
-# Stands in for python in the kit's phases: the kit's own Python (gemm_course.b200) runs for real,
+# Stands in for python in the kit's phases: the kit's own Python (gemm_course.measure.b200) runs for real,
 # the GPU phases are faked; FAKE_FAIL=1 makes a GPU test fail.
 case "$*" in
-  "-m gemm_course.b200"*) exec "$REAL_PY" "$@" ;;
-  "-c from gemm_course import bench"*) exec "$REAL_PY" "$@" ;;
-  "-c from gemm_course import b200"*) exec "$REAL_PY" "$@" ;;
+  "-m gemm_course.measure.b200"*) exec "$REAL_PY" "$@" ;;
+  "-c from gemm_course.measure import bench"*) exec "$REAL_PY" "$@" ;;
+  "-c from gemm_course.measure import b200"*) exec "$REAL_PY" "$@" ;;
   "-c import triton") exit 1 ;;
   "-m gemm_course doctor") echo "machine     NVIDIA B200 (fake)" ;;
-  "-m gemm_course.stepwise run"*)
+  "-m gemm_course.measure.stepwise run"*)
     exec "$REAL_PY" -c '
 import json, os, sys
 out, keys = sys.argv[1], [a for a in sys.argv[2:] if a.startswith("sm")]
@@ -261,7 +263,7 @@ for k in keys:
 print("stepwise: %d steps" % len(keys))
 sys.exit(1 if bad else 0)
 ' "${@:4}" ;;
-  "-m gemm_course.stepwise"*) exec "$REAL_PY" "$@" ;;
+  "-m gemm_course.measure.stepwise"*) exec "$REAL_PY" "$@" ;;
   "-m pytest"*) echo "4 passed" ;;
   "scripts/gpu_tune.py"*)
     exec "$REAL_PY" -c '

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from gemm_course import bench, ladder, records
-from gemm_course.problem import GemmProblem
+from gemm_course.measure import bench, records
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmProblem
 
 pytestmark = pytest.mark.fast
 
@@ -87,7 +88,7 @@ def test_compare_reverses_the_order_every_other_round(monkeypatch):
 
 @pytest.mark.fast
 def test_broad_sweep_covers_the_classes():
-    from gemm_course import bench
+    from gemm_course.measure import bench
 
     classes = bench.broad_sweep_shapes()
     assert {s[0] for s in classes["square"]} >= {2048, 3072, 6144, 7168, 10240, 12288, 16384}
@@ -261,8 +262,8 @@ def test_bench_step_records_the_new_fields_only_when_asked(monkeypatch):
 
     import torch
 
-    from gemm_course import run
-    from gemm_course.problem import GemmProblem as P
+    from gemm_course.runtime import run
+    from gemm_course.runtime.problem import GemmProblem as P
 
     step = ladder.final("sm90")
     problem = P(128, 256, 64)
@@ -398,7 +399,7 @@ def test_bandwidth_fields_count_each_operand_once():
 
 @pytest.mark.fast
 def test_decode_class():
-    from gemm_course import records
+    from gemm_course.measure import records
 
     shapes = records.decode_shapes()
     layers = [nk for model in records.DECODE_LAYERS.values() for nk in model.values()]

@@ -1,9 +1,9 @@
 """The Blackwell half as deep as the Hopper half (issue 33), for chapters 6-11.
 
 * Annotated hunks: a chapter's Blackwell section shows excerpts of its step's code, cut from the
-  kernel source (:func:`gemm_course.source.region`, :func:`~gemm_course.source.method_source`,
+  kernel source (:func:`gemm_course.teaching.source.region`, :func:`~gemm_course.teaching.source.method_source`,
   through ``chapter.show_hunk``), with the PTX they compile to found by pattern
-  (:func:`~gemm_course.source.ptx_lines`), before the full diff; a "Why" subsection computes its
+  (:func:`~gemm_course.teaching.source.ptx_lines`), before the full diff; a "Why" subsection computes its
   number in a code cell.
 * Figures that agree with tables and with the step they draw.
 * Exercise solutions behind a toggle labelled "Solution".
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import chapter, sim, source, viz
+from gemm_course import viz
+from gemm_course.teaching import chapter, sim, source
 from gemm_course.viz.pipelines import format_duration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,7 +196,7 @@ def test_a_bars_ratio_is_its_tables_rounding_of_the_same_record(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
     from synthetic import bench_record, write_runs
 
-    from gemm_course import records as rec
+    from gemm_course.measure import records as rec
 
     recs = write_runs(tmp_path, {"a": [bench_record("sm90/7", 610.0, 640.0, "2030-01-01T00:00:00")],
                                  "b": [bench_record("sm90/8", 655.0, 642.0, "2030-01-02T00:00:00")]})
@@ -230,7 +231,7 @@ def test_no_quoted_seed_panel_in_a_chapters_view(tmp_path):
 
 @pytest.mark.fast
 def test_chapter_11s_tail_figures_show_the_numbers_their_captions_name():
-    from gemm_course import schedule
+    from gemm_course.rules import schedule
 
     fig = viz.dynamic_tail(19, 8, 64)  # as chapter 11 draws it
     for ax, split in zip(fig.axes, (False, True)):

@@ -124,8 +124,8 @@ def _text(page: Path) -> str:
 
 def test_generated_content_is_in_the_pages(book):
     """The notebooks really ran: the intro's ladder table and the results table come from code."""
-    from gemm_course import bench
-    from gemm_course.ladder import steps
+    from gemm_course.measure import bench
+    from gemm_course.runtime.ladder import steps
 
     intro = _text(book / "book" / "intro.html")
     for step in steps():
@@ -145,7 +145,7 @@ def _chapter_sources() -> list:
 def test_chapters_are_pages_from_their_markdown_sources(book):
     """Every chapter is one MyST Markdown notebook, and its page shows its cells' outputs (here:
     what its setup cell, ``chapter.setup()``, printed about this machine)."""
-    from gemm_course import arch
+    from gemm_course.runtime import arch
 
     chapters = _chapter_sources()
     assert chapters and sorted(chapters) == sorted(ROOT.glob("notebooks/[0-9][0-9]_*.md")), \
@@ -213,7 +213,7 @@ def test_the_intro_box_follows_the_records(tmp_path):
     of the test's own, with one B200 record of step 2)."""
     from synthetic import bench_record
 
-    from gemm_course import b200
+    from gemm_course.measure import b200
 
     assert "none has run on a B200 yet" in _run_page("intro", GEMM_COURSE_RESULTS=str(tmp_path))
     folder = tmp_path / "nvidia-b200"
@@ -228,7 +228,8 @@ def test_the_intro_box_follows_the_records(tmp_path):
 def test_the_model_page_runs_here():
     """book/linear.md on this machine: every refusal it lists says what to do; the plan for each
     architecture; without a course GPU, linear's own refusal, with one, the block against F.linear."""
-    from gemm_course import chapter, ladder
+    from gemm_course.runtime import ladder
+    from gemm_course.teaching import chapter
 
     shown = _run_page("linear")
     assert shown.count("refused.") == 6 and "accepted, the GEMM 32x128x64" in shown
@@ -527,7 +528,7 @@ _USES_WIDGETS = re.compile(r"\bipywidgets\b|gemm_course\.widgets\b|from gemm_cou
 
 
 def _pages_that_build_widgets() -> list:
-    """Pages whose notebook code uses ipywidgets (directly or through gemm_course.widgets)."""
+    """Pages whose notebook code uses ipywidgets (directly or through gemm_course.teaching.widgets)."""
     pages = []
     for doc in _toc_docs():
         path = ROOT / f"{doc}.md"  # every page's source, chapters included, is MyST Markdown
@@ -540,7 +541,7 @@ def _pages_that_build_widgets() -> list:
 def test_widgets_render(visits):
     """Every page whose notebook builds widgets embeds them, and the vendored html-manager renders them all.
     A widget that brings a static rendering of its own (the tile explorer over its precomputed table,
-    gemm_course.widgets.explorer_html) is shown as that rendering instead (_config.yml:
+    gemm_course.teaching.widgets.explorer_html) is shown as that rendering instead (_config.yml:
     nb_mime_priority_overrides): a page has no kernel behind a widget."""
     for page in _pages_that_build_widgets():
         assert visits[page]["widgetViews"] or visits[page]["staticExplorers"], \
@@ -745,7 +746,7 @@ _FIRST_BOX = r"""
 def test_the_intro_first_screen_says_what_runs_where(book, server, chromium):
     """In the reader's 1280 x 900 window, the intro's first box, before any section, lies wholly on
     the first screen and says what runs where (the records' status) and to start with Setup."""
-    from gemm_course import b200
+    from gemm_course.measure import b200
 
     target = chromium.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = chromium.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -819,7 +820,8 @@ _EXPLORER = r"""
 def _explorer_plan() -> list:
     """What the test chooses: a Blackwell config other than the default, a Hopper combination its
     step refuses, a step with recorded TFLOP/s at its default, and the naive step resized."""
-    from gemm_course import ladder, widgets
+    from gemm_course.runtime import ladder
+    from gemm_course.teaching import widgets
 
     def values(step, config):
         return dict(zip((n for n, _ in step.knobs), widgets.knob_values(step, config)))
@@ -866,7 +868,8 @@ def explorer(book, server, chromium):
 
 def _check_shown(state: dict, data: dict):
     """What the explorer shows is its table's row for the chosen configuration."""
-    from gemm_course import ladder, widgets
+    from gemm_course.runtime import ladder
+    from gemm_course.teaching import widgets
 
     step = ladder.get(state["step"])
     values = [state["knobs"][n]["value"] for n, _ in step.knobs]
@@ -900,7 +903,7 @@ def _check_shown(state: dict, data: dict):
 def test_static_explorer_shows_each_choice(explorer):
     """Choosing a step and knob values in the page changes what it shows, to the table's row of that
     configuration: resources, stages, CTAs per SM, instruction mix, recorded TFLOP/s."""
-    from gemm_course import ladder
+    from gemm_course.runtime import ladder
 
     assert explorer["explorers"] == 1 and explorer["widgetViews"] == 0, "chapter 3 shows the static explorer only"
     assert not explorer["exceptions"], explorer["exceptions"]
@@ -928,7 +931,7 @@ def test_static_explorer_shows_each_choice(explorer):
 
 
 def _default_values(step):
-    from gemm_course import widgets
+    from gemm_course.teaching import widgets
 
     return widgets.knob_values(step, step.default)
 
@@ -936,7 +939,9 @@ def _default_values(step):
 def test_static_explorer_table_covers_both_ladders(explorer):
     """The page's table: every step of both ladders, every combination of its knobs (refused ones
     with the reason), and for each configuration the records of exactly that configuration."""
-    from gemm_course import ladder, records, widgets
+    from gemm_course.measure import records
+    from gemm_course.runtime import ladder
+    from gemm_course.teaching import widgets
 
     data = explorer["data"]
     assert [s["key"] for s in data["steps"]] == [s.key for s in ladder.steps()]
@@ -961,7 +966,8 @@ def test_static_explorer_table_covers_both_ladders(explorer):
 def test_static_explorer_facts_are_compiled_facts(explorer):
     """The table holds what the compiler makes of a configuration: one of the test's choices compiled
     again here gives the same row."""
-    from gemm_course import ladder, widgets
+    from gemm_course.runtime import ladder
+    from gemm_course.teaching import widgets
 
     step_key, knobs = explorer["plan"][0]
     step = ladder.get(step_key)

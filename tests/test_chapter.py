@@ -1,4 +1,4 @@
-"""gemm_course.chapter: the chapters' recurring cells, as functions (no GPU needed: the GPU paths
+"""gemm_course.teaching.chapter: the chapters' recurring cells, as functions (no GPU needed: the GPU paths
 run against stand-ins for the check and the bench)."""
 
 from __future__ import annotations
@@ -8,8 +8,11 @@ import inspect
 
 import pytest
 
-from gemm_course import arch, bench, chapter, ladder, run, viz
+from gemm_course import viz
 from gemm_course.kernels import naive
+from gemm_course.measure import bench
+from gemm_course.runtime import arch, ladder, run
+from gemm_course.teaching import chapter
 
 pytestmark = pytest.mark.fast
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from gemm_course import arch, cli, ladder
+from gemm_course import cli
+from gemm_course.runtime import arch, ladder
 
 
 @pytest.mark.fast
@@ -152,8 +153,8 @@ def test_bad_shape_is_one_error_line(capsys, bad):
 
 @pytest.mark.fast
 def test_unknown_step_is_the_package_error():
-    from gemm_course import ladder
-    from gemm_course.problem import GemmInputError
+    from gemm_course.runtime import ladder
+    from gemm_course.runtime.problem import GemmInputError
 
     with pytest.raises(GemmInputError, match="the ladder has"):
         ladder.get("sm100/42")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gemm_course import arch, ladder
+from gemm_course.runtime import arch, ladder
 
 pytestmark = pytest.mark.compile
 

@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 
-from gemm_course import ladder, run
-from gemm_course.problem import GemmInputError, GemmProblem, shape_rules, validate
+from gemm_course.runtime import ladder, run
+from gemm_course.runtime.problem import GemmInputError, GemmProblem, shape_rules, validate
 
 pytestmark = pytest.mark.fast
 

@@ -1,10 +1,10 @@
 """The chapters' exercise checks accept the right answer, reject wrong ones with a hint, and read
 their truth from the kernels (CuTe layouts, compiled PTX/SASS, the bank model); and the chapter-0
-demos they rely on (gemm_course.cute_basics) say what CuTe says."""
+demos they rely on (gemm_course.teaching.cute_basics) say what CuTe says."""
 
 import pytest
 
-from gemm_course import cute_basics, exercises, sim
+from gemm_course.teaching import cute_basics, exercises, sim
 
 
 def _wrong(check, *args, match=None):
@@ -270,7 +270,7 @@ def test_persistent_schedule_checks():
 
 @pytest.mark.fast
 def test_later_steps_schedule_every_tile_once_in_their_order():
-    from gemm_course import tile_order
+    from gemm_course.rules import tile_order
 
     grouped = exercises.step_schedule("sm90/9", 8192, 4096)
     assert (grouped["owner"] >= 0).all() and grouped["tiles"] == 32 * 16
@@ -294,7 +294,7 @@ def test_wave_panels_check():
 
 @pytest.mark.fast
 def test_gilbert_tile_check():
-    from gemm_course import tile_order
+    from gemm_course.rules import tile_order
 
     for i in (0, 5, 100, 255):
         assert "right" in exercises.check_gilbert_tile(16, 16, i, tile_order.gilbert(16, 16)[i])
@@ -306,8 +306,9 @@ def test_sweep_geomean_check_reads_the_newest_sweep(tmp_path):
     import dataclasses
     import math
 
-    from gemm_course import bench, ladder
-    from gemm_course.records import load_records
+    from gemm_course.measure import bench
+    from gemm_course.measure.records import load_records
+    from gemm_course.runtime import ladder
 
     def rec(ratio, date):
         return {"schema": 1, "kind": "bench", "step": "sm90/11", "config": dataclasses.asdict(ladder.get("sm90/11").default),
@@ -369,7 +370,7 @@ def test_tail_share_check_uses_the_final_steps_schedule():
 
 @pytest.mark.fast
 def test_gpc_places_check_takes_a_function():
-    from gemm_course import placement
+    from gemm_course.rules import placement
 
     def by_gpc(gpc_of):
         order = sorted(range(len(gpc_of)), key=lambda c: (gpc_of[c], c))
@@ -389,7 +390,7 @@ def test_gpc_places_check_takes_a_function():
 
 @pytest.mark.compile
 def test_code_exercises_of_chapters_2_3_9_10():
-    from gemm_course import tile_order
+    from gemm_course.rules import tile_order
 
     assert "right" in exercises.check_stage_bytes(lambda m, n, k: (m + n) * k * 2)
     _wrong(exercises.check_stage_bytes, lambda m, n, k: (m + n) * k, match="2 bytes per bf16")
@@ -405,7 +406,7 @@ def test_code_exercises_of_chapters_2_3_9_10():
 def test_check_tail_parts():
     from fractions import Fraction
 
-    from gemm_course import schedule
+    from gemm_course.rules import schedule
 
     def mine(tiles, clusters, k_tiles):
         tail, best, best_time = tiles % clusters, 1, Fraction(k_tiles)
@@ -424,7 +425,7 @@ def test_check_tail_parts():
 
 @pytest.mark.fast
 def test_check_tile_width():
-    from gemm_course import tile_rule
+    from gemm_course.rules import tile_rule
 
     def mine(m, n, clusters):
         if tile_rule.waves(m, n, 256, clusters) >= 4:
@@ -447,7 +448,7 @@ def test_score_tile_rule_scores_picks_against_the_measured_widths():
     inadmissible width or no answer is refused."""
     import re
 
-    from gemm_course import tile_rule
+    from gemm_course.rules import tile_rule
 
     cases = exercises.tile_width_cases()
     assert len(cases) >= 90 and all(len(w) >= 2 for *_, w in cases)

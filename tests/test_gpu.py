@@ -3,7 +3,7 @@ random shapes with poisoned outputs, refusal of what a step cannot take, and a b
 
 import pytest
 
-from gemm_course import arch, ladder, run
+from gemm_course.runtime import arch, ladder, run
 
 pytestmark = pytest.mark.gpu
 
@@ -55,8 +55,8 @@ def test_gpc_order_is_a_permutation_and_every_tile_is_computed():
     """The probed cluster order permutes the cluster indices; with it, multi-wave grids stay correct."""
     if arch.machine().target != "sm_90a":
         pytest.skip("a Hopper kernel")
-    from gemm_course import placement
     from gemm_course.kernels.sm90 import step08_persistent
+    from gemm_course.rules import placement
 
     clusters = step08_persistent.max_clusters(2)
     assert sorted(placement.cluster_order(2, clusters)) == list(range(clusters))
@@ -70,7 +70,7 @@ def test_gpc_order_is_a_permutation_and_every_tile_is_computed():
 def test_refuses_shape_before_launch():
     import torch
 
-    from gemm_course.problem import GemmInputError
+    from gemm_course.runtime.problem import GemmInputError
 
     a = torch.randn(100, 64, device="cuda").to(torch.bfloat16)
     b = torch.randn(256, 64, device="cuda").to(torch.bfloat16)
@@ -81,7 +81,7 @@ def test_refuses_shape_before_launch():
 def test_refuses_other_architecture():
     import torch
 
-    from gemm_course.problem import GemmInputError
+    from gemm_course.runtime.problem import GemmInputError
 
     other = "sm100/2" if arch.machine().target == "sm_90a" else "sm90/2"
     a = torch.randn(128, 64, device="cuda").to(torch.bfloat16)
@@ -91,8 +91,8 @@ def test_refuses_other_architecture():
 
 
 def test_bench_record_has_same_run_cublas(tmp_path):
-    from gemm_course import bench, records
-    from gemm_course.problem import GemmProblem
+    from gemm_course.measure import bench, records
+    from gemm_course.runtime.problem import GemmProblem
 
     step = [s for s in _runnable() if not s.any_shape][-1]
     rec = bench.bench_step(step, GemmProblem.square(2048), repeats=10, rounds=2, command="pytest")
@@ -109,9 +109,9 @@ def test_stream_k_tail_is_correct_launch_after_launch(key):
     times on one workspace: every launch must leave the flags ready for the next."""
     import torch
 
-    from gemm_course import schedule
     from gemm_course.kernels.sm90.step08_persistent import max_clusters
-    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+    from gemm_course.rules import schedule
+    from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
     step = ladder.get(key)
     clusters = max_clusters(step.default.cluster_m * step.default.cluster_n)
@@ -140,9 +140,9 @@ def test_stream_k_tail_is_correct_launch_after_launch(key):
 def test_every_tile_the_rule_chooses_is_correct():
     """Step 11 without a config runs the tile ``tile_rule`` picks for each shape: shapes that make it
     pick each width and each pipeline (ragged edges, stream-K tails, all-tail grids), every one checked."""
-    from gemm_course import tile_rule
     from gemm_course.kernels.sm90.step08_persistent import max_clusters
-    from gemm_course.problem import GemmProblem
+    from gemm_course.rules import tile_rule
+    from gemm_course.runtime.problem import GemmProblem
 
     step = ladder.get("sm90/11")
     shapes = [(3072, 3072, 3072), (1000, 3000, 8000), (4096, 1536, 4104), (1024, 2048, 32768), (1024, 1024, 8200),
@@ -174,7 +174,7 @@ PARTIAL = [(200, 264, 136), (1000, 1000, 1000), (129, 520, 72), (65, 264, 8), (1
 
 def _check_sm100(key, shapes, config=None, seed=0):
     """Every shape must be one the step accepts (a refusal must not pass as a test), then checked."""
-    from gemm_course.problem import GemmProblem
+    from gemm_course.runtime.problem import GemmProblem
 
     step = ladder.get(key)
     config = step.default if config is None else config
@@ -228,7 +228,7 @@ def _launch_three_times(step, config, shape, after=None):
     ``after(launcher)`` must hold after each launch too (e.g. a workspace left ready)."""
     import torch
 
-    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+    from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
     a, b, c = make_inputs(GemmProblem(*shape), "cuda", seed=sum(shape))
     ref = reference(a, b)
@@ -274,8 +274,8 @@ SPLIT_TAILS = [(4096, 4096, 4096), (1000, 1000, 4000), (1024, 1024, 8192), (256,
 def test_sm100_split_tail_is_correct_launch_after_launch(cluster):
     """Step 11's tail cut along K: every tail part's hand-over, three launches on one workspace,
     output poisoned before each; every counter and flag must be back at zero after each launch."""
-    from gemm_course import schedule
     from gemm_course.kernels.sm100.step11_beyond_the_seed import resident_clusters
+    from gemm_course.rules import schedule
 
     step = ladder.get("sm100/11")
     config = step.config(cluster_m=cluster[0], cluster_n=cluster[1])
@@ -301,7 +301,7 @@ def test_sm100_refused_shapes_raise_before_launch(key, shape):
     """The refusal comes before any launch: the poisoned output is left untouched."""
     import torch
 
-    from gemm_course.problem import GemmInputError
+    from gemm_course.runtime.problem import GemmInputError
 
     m, n, k = shape
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
@@ -318,7 +318,7 @@ def test_sm100_refused_config_raises_before_launch():
     """Three 256-column accumulators do not fit in tensor memory's 512 columns: refused, not launched."""
     import torch
 
-    from gemm_course.problem import GemmInputError
+    from gemm_course.runtime.problem import GemmInputError
 
     step = ladder.get("sm100/7")
     a = torch.randn(256, 64, device="cuda").to(torch.bfloat16)
@@ -335,7 +335,7 @@ def test_each_launcher_owns_its_workspace_and_concurrent_launchers_stay_correct(
     on the stream it was prepared on; two launchers on two streams, launched together, never share it."""
     import torch
 
-    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+    from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
     step = ladder.get(key)
     if arch.machine().target != step.target:

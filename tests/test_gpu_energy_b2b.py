@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gemm_course import bench, records
+from gemm_course.measure import bench, records
 
 pytestmark = pytest.mark.fast
 

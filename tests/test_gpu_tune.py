@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
-from gemm_course import b200, ladder
-from gemm_course.problem import GemmProblem
+from gemm_course.measure import b200
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmProblem
 
 pytestmark = pytest.mark.fast
 

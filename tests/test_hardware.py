@@ -7,7 +7,10 @@ import types
 
 import pytest
 
-from gemm_course import decode_rule, hardware, ladder, sim, tile_rule, widgets
+from gemm_course import hardware
+from gemm_course.rules import decode_rule, tile_rule
+from gemm_course.runtime import ladder
+from gemm_course.teaching import sim, widgets
 
 pytestmark = pytest.mark.fast
 

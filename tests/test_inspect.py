@@ -2,7 +2,7 @@
 
 import pytest
 
-from gemm_course import inspect
+from gemm_course.teaching import inspect
 
 pytestmark = pytest.mark.fast
 

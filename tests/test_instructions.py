@@ -1,9 +1,10 @@
-"""The reference table of instructions (gemm_course.instructions) matches the compiled kernels."""
+"""The reference table of instructions (gemm_course.teaching.instructions) matches the compiled kernels."""
 
 import pytest
 
-from gemm_course import arch, inspect, ladder
-from gemm_course.instructions import INSTRUCTIONS
+from gemm_course.runtime import arch, ladder
+from gemm_course.teaching import inspect
+from gemm_course.teaching.instructions import INSTRUCTIONS
 
 
 @pytest.mark.compile

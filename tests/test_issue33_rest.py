@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course import chapter, schedule, source
+from gemm_course.rules import schedule
+from gemm_course.teaching import chapter, source
 
 ROOT = Path(__file__).resolve().parents[1]
 

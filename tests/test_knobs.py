@@ -2,7 +2,8 @@
 
 import pytest
 
-from gemm_course import arch, inspect, ladder
+from gemm_course.runtime import arch, ladder
+from gemm_course.teaching import inspect
 
 pytestmark = pytest.mark.compile
 

@@ -2,8 +2,8 @@ import dataclasses
 
 import pytest
 
-from gemm_course import ladder
-from gemm_course.problem import GemmProblem
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmProblem
 
 pytestmark = pytest.mark.fast
 
@@ -53,7 +53,7 @@ def test_naive_takes_any_shape():
 
 
 def test_an_unknown_config_field_is_the_package_error():
-    from gemm_course.problem import GemmInputError
+    from gemm_course.runtime.problem import GemmInputError
 
     step = ladder.get("sm90/2")
     with pytest.raises(ladder.ConfigError, match=r"sm90/2 has no config field 'warp_count'; fields: tile_m, tile_n, tile_k$"):

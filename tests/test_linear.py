@@ -1,4 +1,4 @@
-"""gemm_course.linear, the drop-in F.linear: every refusal before launch on the CPU (fast; a GPU is
+"""gemm_course.runtime.linear, the drop-in F.linear: every refusal before launch on the CPU (fast; a GPU is
 pretended where a check needs one, by monkeypatching arch.machine as test_chapter.py does), and on a
 course GPU a Llama-style MLP block under patch_linears against torch and a float32 computation."""
 
@@ -7,9 +7,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gemm_course import arch, ladder, run
-from gemm_course import linear as lin
-from gemm_course.problem import GemmInputError, GemmProblem, relative_error
+from gemm_course.runtime import arch, ladder, run
+from gemm_course.runtime import linear as lin
+from gemm_course.runtime.problem import GemmInputError, GemmProblem, relative_error
 
 H200 = arch.Machine("NVIDIA H200", (9, 0), 132, "sm_90a")
 B200 = arch.Machine("NVIDIA B200", (10, 0), 148, "sm_100a")
@@ -393,7 +393,7 @@ def test_prepares_refusals_come_back_in_linears_words(fake_launch, monkeypatch):
 @pytest.fixture
 def b200_results(fake_launch, monkeypatch, tmp_path):
     """linear faked on a B200 (sm100/11 at every M), with ``tmp_path`` as results/ and no warning given yet."""
-    from gemm_course import records
+    from gemm_course.measure import records
 
     monkeypatch.setattr(lin, "machine_arch", lambda: "sm100")
     monkeypatch.setattr(lin, "_b200_warned", set())

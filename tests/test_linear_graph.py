@@ -1,4 +1,4 @@
-"""gemm_course.linear as a serving engine uses it: a torch custom op that torch.compile keeps in its
+"""gemm_course.runtime.linear as a serving engine uses it: a torch custom op that torch.compile keeps in its
 graph, and a call that CUDA-graph capture can hold. On the CPU (fast): the ops' registration, their
 fake implementation (opcheck, FakeTensor, torch.compile(fullgraph=True) on meta tensors), and the
 capture rules with the launch faked. On a course GPU: a Llama-style MLP block through patch_linears
@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from test_linear import MLP, _mlp_float32, _weights_pass, bf16
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from gemm_course import linear as lin
-from gemm_course import run
-from gemm_course.problem import GemmInputError, relative_error
+from gemm_course.runtime import linear as lin
+from gemm_course.runtime import run
+from gemm_course.runtime.problem import GemmInputError, relative_error
 
 pretend, fake_launch = test_linear.pretend, test_linear.fake_launch  # the fixtures, shared
 

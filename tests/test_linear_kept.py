@@ -1,4 +1,4 @@
-"""linear's kept calls (gemm_course.linear._Call): a call whose signature (shapes, strides, dtypes,
+"""linear's kept calls (gemm_course.runtime.linear._Call): a call whose signature (shapes, strides, dtypes,
 devices, stream) ran before skips the checks that depend only on the signature, and still checks
 every data pointer, on every call. On the CPU with the launch faked (test_linear's fixture) and the
 kept path allowed on CPU tensors."""
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from test_linear import bf16
 
-from gemm_course import linear as lin
-from gemm_course.problem import GemmInputError
+from gemm_course.runtime import linear as lin
+from gemm_course.runtime.problem import GemmInputError
 
 fake_launch = test_linear.fake_launch  # the fixture, shared
 
@@ -151,7 +151,7 @@ def test_a_relauncher_keeps_no_operand_of_the_launcher_alive():
     import gc
     import weakref
 
-    from gemm_course import arch, ladder, run
+    from gemm_course.runtime import arch, ladder, run
 
     calls = []
     art = arch.Artifacts("sm90/10", None, "sm_90a", "runtime", "", b"", lambda *args: calls.append(args))
@@ -191,7 +191,7 @@ def test_kept_arguments_are_the_arguments_fresh_views_marshal_to(monkeypatch):
     from cuda.bindings import driver as cuda
     from cutlass.cute.runtime import make_fake_stream
 
-    from gemm_course import arch, ladder, run
+    from gemm_course.runtime import arch, ladder, run
 
     step = ladder.get("sm90/11")
     config = step.config_for(lin.GemmProblem(16, 256, 128))
@@ -227,8 +227,8 @@ def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments, direct_calls)
     """Each signature called four times on fresh tensors (poisoned outputs), with and without kept
     arguments and direct calls: the kept path (views per call, or the arguments marshalled once)
     against float32."""
-    from gemm_course import run
-    from gemm_course.problem import relative_error
+    from gemm_course.runtime import run
+    from gemm_course.runtime.problem import relative_error
 
     lin.clear_cache()
     lin.use_kept_arguments(kept_arguments)
@@ -340,7 +340,7 @@ def test_direct_calls_stay_ops_in_a_torch_compile_graph(direct):
 
 @pytest.mark.fast
 def test_arguments_that_are_not_tensors_are_refused_in_words(monkeypatch):
-    from gemm_course import arch
+    from gemm_course.runtime import arch
 
     monkeypatch.setattr(arch, "machine", lambda: test_linear.H200)
     w = bf16(8, 16)

@@ -33,7 +33,7 @@ LOG = """==PROF== header
 
 
 def test_log_to_record(tmp_path):
-    from gemm_course import records
+    from gemm_course.measure import records
 
     path = tmp_path / "20261130T0510_ncu_lrc_test.txt"
     path.write_text(LOG)

@@ -3,7 +3,8 @@
 import pytest
 from synthetic import bench_record, write_runs
 
-from gemm_course import ladder, notes
+from gemm_course.measure import notes
+from gemm_course.runtime import ladder
 
 pytestmark = pytest.mark.fast
 
@@ -12,7 +13,7 @@ def test_notes_block_matches_records():
     with open(notes.NOTES) as f:
         text = f.read()
     assert notes.BEGIN in text and notes.END in text
-    assert notes.render(text, notes.measured_block()) == text, "run: python -m gemm_course.notes"
+    assert notes.render(text, notes.measured_block()) == text, "run: python -m gemm_course.measure.notes"
 
 
 def test_block_lists_every_hopper_step():

@@ -9,8 +9,8 @@ bytes) is not, one of 264 (528 bytes) is. ``problem.validate`` is the one check 
 import pytest
 import torch
 
-from gemm_course import arch, ladder, run
-from gemm_course.problem import GemmInputError, operand_rule, validate
+from gemm_course.runtime import arch, ladder, run
+from gemm_course.runtime.problem import GemmInputError, operand_rule, validate
 
 BF = torch.bfloat16
 M = N = K = 256
@@ -86,7 +86,7 @@ def test_an_output_overlapping_an_input_is_refused_even_at_another_address():
 def test_padded_views_compute_right_on_the_final_hopper_step(shape, row_pad):
     """A, B and C all views with legal (16-byte multiple) row strides; the padding of C's rows is
     left as it was."""
-    from gemm_course.problem import reference, relative_error
+    from gemm_course.runtime.problem import reference, relative_error
 
     m, n, k = shape
     a, b = padded(m, k, k + row_pad, "cuda"), padded(n, k, k + row_pad, "cuda")

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from synthetic import bench_record
 
-from gemm_course import b200, ladder, stepwise
+from gemm_course.measure import b200, stepwise
+from gemm_course.runtime import ladder
 
 pytestmark = pytest.mark.fast
 
@@ -159,7 +160,7 @@ def test_the_repository_url_is_read_without_pyyaml_too(tmp_path, monkeypatch):
 
 def test_the_kit_names_the_address_from_the_same_setting():
     kit = (ROOT / "scripts" / "b200_validate.sh").read_text()
-    assert "gemm_course.b200 repository" in kit and "render_records.sh" in kit
+    assert "gemm_course.measure.b200 repository" in kit and "render_records.sh" in kit
     assert not re.search(r"https?://", kit.split("# the course's address")[1])
 
 
@@ -184,7 +185,7 @@ def test_the_b200_path_comes_in_the_safe_order():
 
 
 def test_the_watchdog_variable_is_the_one_the_package_reads():
-    from gemm_course import watchdog
+    from gemm_course.runtime import watchdog
 
     assert watchdog.ENV == "GEMM_COURSE_WATCHDOG" and watchdog.setting("1") == watchdog.DEFAULT_SECONDS
 
@@ -197,8 +198,8 @@ def test_no_hand_typed_durations_on_the_setup_page():
 
 
 def test_the_phases_are_the_kits_own(tmp_path):
-    from gemm_course import ladder
-    from gemm_course.stepwise import LIMITS_S
+    from gemm_course.measure.stepwise import LIMITS_S
+    from gemm_course.runtime import ladder
 
     kit = (ROOT / "scripts" / "b200_validate.sh").read_text()
     limits = b200.phase_limits()
@@ -350,7 +351,7 @@ def test_gpu_only_commands_are_marked_and_parse(capsys):
         argv = _cli_argv(command)
         if argv is not None:
             cli.build_parser().parse_args(argv)  # SystemExit on a bad argument
-            from gemm_course import ladder
+            from gemm_course.runtime import ladder
 
             for word in argv[1:]:
                 if re.fullmatch(r"sm\d+/\d+", word):
@@ -420,7 +421,7 @@ def test_the_cpu_commands_run(capsys, tmp_path):
 
 
 def test_the_hopper_line_names_steps_without_a_record():
-    from gemm_course import ladder
+    from gemm_course.runtime import ladder
 
     keys = [s.key for s in ladder.steps("sm90")]
     every = b200.hopper_status([_h200(k) for k in keys])

@@ -1,10 +1,10 @@
-"""The cluster order that follows the GPCs (``gemm_course.placement``): pure functions, on CPU."""
+"""The cluster order that follows the GPCs (``gemm_course.rules.placement``): pure functions, on CPU."""
 
 import random
 
 import pytest
 
-from gemm_course import placement
+from gemm_course.rules import placement
 
 pytestmark = pytest.mark.fast
 

@@ -1,9 +1,10 @@
-"""One plan per GEMM (gemm_course.plan): every check once, the step modules' protocol, the layers.
+"""One plan per GEMM (gemm_course.runtime.plan): every check once, the step modules' protocol, the layers.
 
 The plan is where the tensors', the shape's and the config's rules meet: run.validate_operands,
 run.prepare and linear start from it and check nothing again. Every step module provides what
-the ladder, arch and run reach for (``plan.StepModule``). Kernels import only the runtime, the
-host rules and the hardware facts, never the teaching or measuring modules.
+the ladder, arch and run reach for (``plan.StepModule``). The layers are the package's folders,
+and each imports only the layers above it: kernels only the runtime, the host rules and the
+hardware facts, never the teaching or measuring modules.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import pathlib
 
 import pytest
 import torch
+from test_imports import import_graph
 
-from gemm_course import ladder, plan, problem, run
-from gemm_course.problem import GemmInputError, GemmProblem
+from gemm_course.runtime import ladder, plan, problem, run
+from gemm_course.runtime.problem import GemmInputError, GemmProblem
 
-PACKAGE = pathlib.Path(plan.__file__).parent
+PACKAGE = pathlib.Path(plan.__file__).parent.parent
 
 
 @pytest.mark.fast
@@ -85,43 +87,63 @@ def test_prepare_takes_a_plan_and_checks_only_the_tensors(monkeypatch):
 
 # ---- the layers ----------------------------------------------------------------------------------
 
-# what a kernel may import from the package: the runtime's arch, the host rules, the hardware facts,
-# the watchdog (debug builds), the tile orders and the placement probe step 11 runs on the host
-KERNEL_MAY_IMPORT = {"arch", "hardware", "schedule", "tile_order", "tile_rule", "decode_rule", "placement", "watchdog",
-                     "problem", "kernels"}
+# The package's folders are its layers (ARCHITECTURE.md): the facts (``hardware``), ``runtime/``,
+# ``rules/`` (the host rules), ``kernels/``, then ``teaching/``, ``measure/`` and ``viz/``. A layer
+# imports only the layers above it. Imports anywhere in a file count, a function's lazy ones too.
+LAYERS = ("hardware", "runtime", "rules", "kernels", "teaching", "measure", "viz")
+TOP_LEVEL = {"gemm_course", "gemm_course.cli", "gemm_course.__main__"}  # the package, its command line
+# what a kernel may import of the runtime: the target and compile (arch), the problem, the debug build
+KERNEL_RUNTIME = {"gemm_course.runtime.arch", "gemm_course.runtime.problem", "gemm_course.runtime.watchdog"}
+# the imports across the layers' order that stand, each with its reason
+ACROSS = {
+    ("gemm_course.runtime.linear", "gemm_course.measure.records"): "the decode step is routed to only after a record of it",
+    ("gemm_course.runtime.linear", "gemm_course.measure.b200"): "the warning on a B200 step without a B200 record",
+    ("gemm_course.rules.placement", "gemm_course.measure.records"): "main, the probes' command line, writes their record",
+}
+GRAPH = import_graph(PACKAGE)
 
 
-def _package_imports(path: pathlib.Path) -> set:
-    """The gemm_course modules a source file imports (relative imports resolved to top-level names)."""
-    tree = ast.parse(path.read_text())
-    depth = len(path.relative_to(PACKAGE).parts) - 1
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 0 and (node.module or "").startswith("gemm_course"):
-                parts = node.module.split(".")[1:]
-                names |= {parts[0]} if parts else {a.name for a in node.names}
-            elif node.level > 0:
-                up = depth - (node.level - 1)
-                if up <= 0:  # from the package itself
-                    names |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-                else:
-                    names.add("kernels")
-        elif isinstance(node, ast.Import):
-            names |= {a.name.split(".")[1] for a in node.names if a.name.startswith("gemm_course.")}
-    return names
+def layer(module: str) -> str:
+    """``gemm_course.runtime.run`` -> ``runtime``; the package itself -> ``""``."""
+    return module.split(".")[1] if "." in module else ""
 
 
-@pytest.mark.fast
-@pytest.mark.parametrize("path", sorted((PACKAGE / "kernels").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_kernels_import_only_the_runtime_the_rules_and_the_facts(path):
-    assert _package_imports(path) <= KERNEL_MAY_IMPORT, f"{path.name} imports {_package_imports(path) - KERNEL_MAY_IMPORT}"
+def imports_across(module: str, allowed) -> set:
+    """The package's modules ``module`` imports outside the layers ``allowed``, less :data:`ACROSS`."""
+    return {m for m in GRAPH[module] if layer(m) not in allowed and (module, m) not in ACROSS}
 
 
 @pytest.mark.fast
-def test_the_rules_and_facts_import_no_teaching_or_measuring_module():
-    teaching_and_measuring = {"sim", "exercises", "widgets", "viz", "bench", "records", "notes", "tuning_history",
-                              "chapter", "inspect", "source", "stepwise", "b200", "cute_basics"}
-    for name in ("plan", "problem", "ladder", "arch", "run", "hardware", "schedule", "tile_order", "tile_rule",
-                 "decode_rule"):
-        assert not (_package_imports(PACKAGE / f"{name}.py") & teaching_and_measuring), name
+def test_every_module_sits_in_a_layers_folder():
+    assert {m for m in GRAPH if m not in TOP_LEVEL and layer(m) not in LAYERS} == set()
+    assert {p.name for p in PACKAGE.glob("*.py")} == {"__init__.py", "__main__.py", "cli.py", "hardware.py"}
+    assert {layer(m) for m in GRAPH if m not in TOP_LEVEL} == set(LAYERS)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("gemm_course.kernels")))
+def test_kernels_import_only_the_runtime_the_rules_and_the_facts(module):
+    found = imports_across(module, {"hardware", "rules", "kernels", "runtime"})
+    found |= {m for m in GRAPH[module] if layer(m) == "runtime" and m not in KERNEL_RUNTIME}
+    assert not found, f"{module} imports {found}"
+
+
+@pytest.mark.fast
+def test_the_facts_the_runtime_and_the_rules_import_no_teaching_or_measuring_module():
+    assert GRAPH["gemm_course.hardware"] == set()
+    for module in GRAPH:
+        if layer(module) in ("runtime", "rules"):
+            # the rules may read the runtime (above them); neither reads the kernels, teaching, measure or viz
+            allowed = {"hardware", "runtime"} | ({"rules"} if layer(module) == "rules" else set())
+            assert not imports_across(module, allowed), f"{module} imports {imports_across(module, allowed)}"
+    for module, imported in ACROSS:  # each exception still there, or it goes from the list
+        assert imported in GRAPH[module], (module, imported)
+
+
+@pytest.mark.fast
+def test_placement_reads_the_records_only_in_its_command_line():
+    tree = ast.parse((PACKAGE / "rules" / "placement.py").read_text())
+    main = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "main")
+    everywhere = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level and "records" in
+                  [a.name for a in n.names] + [n.module or ""]]
+    assert everywhere and all(n in list(ast.walk(main)) for n in everywhere)

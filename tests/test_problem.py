@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from gemm_course import ladder
-from gemm_course.problem import GemmInputError, GemmProblem, reference, relative_error, shape_rules, validate
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmInputError, GemmProblem, reference, relative_error, shape_rules, validate
 
 pytestmark = pytest.mark.fast
 

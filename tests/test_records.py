@@ -1,4 +1,4 @@
-"""Record queries (gemm_course.records) on synthetic records written to a temporary directory."""
+"""Record queries (gemm_course.measure.records) on synthetic records written to a temporary directory."""
 
 import dataclasses
 import json
@@ -7,7 +7,8 @@ import types
 import pytest
 from synthetic import bench_record, clocks_record, sweep_record, write_runs
 
-from gemm_course import bench, ladder, records
+from gemm_course.measure import bench, records
+from gemm_course.runtime import ladder
 
 pytestmark = pytest.mark.fast
 
@@ -192,7 +193,7 @@ def test_ab_changes_and_table_read_an_ab_run(tmp_path):
 
 def test_ncu_readers_take_the_typed_records():
     """The chapters read Nsight Compute results as ``kind: ncu`` records, never the text logs."""
-    from gemm_course import bench, records
+    from gemm_course.measure import bench, records
 
     recs = bench.load_records(kind="ncu")
     lrc = records.ncu_runs(recs, "ncu_lrc_gpc_order_8192x4096x28672")
@@ -207,7 +208,7 @@ def test_ncu_readers_take_the_typed_records():
 
 
 def test_roofline_points_come_from_the_newest_records():
-    from gemm_course import bench, records
+    from gemm_course.measure import bench, records
 
     recs = bench.load_records()
     points = records.roofline_points(recs, "sm90", 4096)
@@ -253,7 +254,7 @@ def test_the_committed_broad_sweep_ran_what_the_rule_chooses_today():
     """Every shape of both committed H200 broad sweeps ran the tile, pipeline and cluster that
     ``tile_rule`` picks for it now (66 clusters): a rule change must re-measure the shapes it moves
     (``scripts/gpu_broad_sweep.sh OUT ORDER SHAPE...``)."""
-    from gemm_course import tile_rule
+    from gemm_course.rules import tile_rule
 
     h200 = [r for r in records.load_records() if r.get("gpu") == "NVIDIA H200"]
     for order in records.BROAD_SWEEP_ORDERS:

@@ -5,7 +5,7 @@ import collections
 
 import pytest
 
-from gemm_course import schedule
+from gemm_course.rules import schedule
 
 pytestmark = pytest.mark.fast
 
@@ -150,7 +150,8 @@ def test_lockstep_threshold_matches_the_recorded_runs():
     (128, 144]. Run 44's 8192x4096x6144 replaces run 43's (both slower)."""
     import math
 
-    from gemm_course import records, tile_rule
+    from gemm_course.measure import records
+    from gemm_course.rules import tile_rule
 
     changes = {}  # shape -> lockstep's speed-up, one per order
     for name in ("tune_run43_lockstep_tail_first_few_wave", "tune_run44_lockstep_one_to_nine_waves"):

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 from host_jit import printed_words
 
-from gemm_course import schedule
+from gemm_course.rules import schedule
 
 TRACED = '''
 import sys
 import cutlass, cutlass.cute as cute
-from gemm_course import schedule
+from gemm_course.rules import schedule
 
 @cute.jit
 def plan(tiles: cutlass.Int32, max_clusters: cutlass.Constexpr, k_tiles: cutlass.Int32):

@@ -9,7 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from gemm_course import ladder, sim, tile_order
+from gemm_course.rules import tile_order
+from gemm_course.runtime import ladder
+from gemm_course.teaching import sim
 
 KEYS = (sim.ROW_MAJOR, "sm90/2", "sm90/3")
 CM = "core-matrix column"
@@ -154,8 +156,8 @@ def test_offsets_match_the_compiled_kernels_addresses(key, tmp_path):
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
-    from gemm_course import arch
-    from gemm_course.ladder import get
+    from gemm_course.runtime import arch
+    from gemm_course.runtime.ladder import get
 
     step = get(key)
     gemm = step.load().Gemm(step.default)
@@ -193,8 +195,8 @@ def test_calling_the_composed_layout_swizzles_elements_not_bytes():
     while the kernel's swizzled pointer puts that element at byte 144 (element 72)."""
     import cutlass.cute as cute
 
-    from gemm_course import arch
-    from gemm_course.ladder import get
+    from gemm_course.runtime import arch
+    from gemm_course.runtime.ladder import get
 
     step = get("sm90/3")
     gemm = step.load().Gemm(step.default)

@@ -1,5 +1,5 @@
 """The Blackwell step 11's decode path (small M), which cannot run here: the host's rule
-(``gemm_course.decode_rule``, pure Python) and the single-CTA kernels it picks, compiled for
+(``gemm_course.rules.decode_rule``, pure Python) and the single-CTA kernels it picks, compiled for
 sm_100a on fake operands and checked by what they compile to.
 
 Fast tests hold the rule to its arithmetic (every SM streaming W as far as whole tiles allow, no
@@ -22,8 +22,10 @@ from fractions import Fraction
 
 import pytest
 
-from gemm_course import arch, decode_rule, inspect, ladder, schedule
-from gemm_course.problem import GemmProblem
+from gemm_course.rules import decode_rule, schedule
+from gemm_course.runtime import arch, ladder
+from gemm_course.runtime.problem import GemmProblem
+from gemm_course.teaching import inspect
 
 SMS = 148  # the kernel's own count (step 10's B200_SMS), checked below
 NK = ((4096, 4096), (14336, 4096), (4096, 14336))
@@ -61,7 +63,7 @@ def _compare_script():
 def test_the_rule_imports_without_cutedsl():
     """The rule is host arithmetic: it imports and answers with CuTeDSL made unimportable."""
     code = ("import sys; sys.modules['cutlass'] = None\n"
-            "from gemm_course import decode_rule\n"
+            "from gemm_course.rules import decode_rule\n"
             "c = decode_rule.choose(16, 4096, 4096, 148)\n"
             "assert 'cutlass' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]\n"
             "print(c.tile_m, c.tile_n, c.cluster_n)")
@@ -295,8 +297,8 @@ def test_tensor_memory_columns(compiled):
     """A power of two from 32, what the accumulator stages span (a 64-row accumulator's second
     stage sits in lanes 16-31 at the same columns), allocated and freed once; the CTAs that fit on
     an SM by registers, threads and shared memory never ask for more than 512 columns."""
-    from gemm_course import widgets
     from gemm_course.kernels.sm100 import layouts
+    from gemm_course.teaching import widgets
 
     art, config = compiled, compiled.config
     (cols,) = inspect.tmem_alloc_columns(art.ptx)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from gemm_course import arch, inspect, ladder
 from gemm_course.kernels.sm100 import layouts
-from gemm_course.problem import GemmProblem
+from gemm_course.runtime import arch, ladder
+from gemm_course.runtime.problem import GemmProblem
+from gemm_course.teaching import inspect
 
 STEPS = ("sm100/2", "sm100/3")
 

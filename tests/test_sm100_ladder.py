@@ -13,11 +13,12 @@ import dataclasses
 
 import pytest
 
-from gemm_course import arch, inspect, ladder
 from gemm_course.kernels.sm100 import step05_cta_pair_multicast as step5
 from gemm_course.kernels.sm100 import step06_warp_specialized as step6
 from gemm_course.kernels.sm100 import step07_tmem_double_buffer as step7
-from gemm_course.problem import GemmProblem
+from gemm_course.runtime import arch, ladder
+from gemm_course.runtime.problem import GemmProblem
+from gemm_course.teaching import inspect
 
 SMEM_CAPACITY = 232448  # bytes per CTA on sm_100
 TMEM_COLUMNS = 512
@@ -381,7 +382,7 @@ def test_resident_ctas_never_oversubscribe_tensor_memory(key):
     """Every config a step admits: the CTAs that fit on an SM by the compiled kernel's registers, threads
     and the shared memory its launch asks for, times the TMEM columns each allocates, stay within 512.
     (A CTA beyond that waits in tcgen05.alloc; in CTA pairs two halves could wait on each other.)"""
-    from gemm_course import widgets
+    from gemm_course.teaching import widgets
 
     step = ladder.get(key)
     for config in list(step.knob_grid()) or [step.default]:

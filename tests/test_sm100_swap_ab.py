@@ -17,8 +17,10 @@ import re
 
 import pytest
 
-from gemm_course import arch, decode_rule, inspect, ladder, schedule
-from gemm_course.problem import GemmProblem
+from gemm_course.rules import decode_rule, schedule
+from gemm_course.runtime import arch, ladder
+from gemm_course.runtime.problem import GemmProblem
+from gemm_course.teaching import inspect
 
 STEP = ladder.get("sm100/12")
 ELEVEN = ladder.get("sm100/11")

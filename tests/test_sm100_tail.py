@@ -12,8 +12,10 @@ from fractions import Fraction
 
 import pytest
 
-from gemm_course import arch, ladder, schedule, sim
 from gemm_course.kernels.sm100 import step11_beyond_the_seed as step11
+from gemm_course.rules import schedule
+from gemm_course.runtime import arch, ladder
+from gemm_course.teaching import sim
 
 G_B200 = step11.resident_clusters(step11.Config())
 GRIDS = list(itertools.product((1, 2, 16, 33, 40, 74, 100, 256, 290, 1024, 2304), (8, 66, 74), (1, 2, 5, 16, 64, 128, 448)))
@@ -226,7 +228,7 @@ def test_without_stream_k_no_hand_over_is_compiled():
 TRACED = '''
 import sys
 import cutlass, cutlass.cute as cute
-from gemm_course import schedule
+from gemm_course.rules import schedule
 
 @cute.jit
 def units(tiles: cutlass.Int32, clusters: cutlass.Constexpr, k_tiles: cutlass.Int32):

@@ -14,9 +14,11 @@ import itertools
 import pytest
 from matplotlib.text import Text
 
-from gemm_course import ladder, sim, viz
+from gemm_course import viz
 from gemm_course.kernels.sm100 import layouts
 from gemm_course.kernels.sm100 import step07_tmem_double_buffer as step07
+from gemm_course.runtime import ladder
+from gemm_course.teaching import sim
 
 CLUSTERS = ((2, 1), (4, 1), (2, 2), (4, 2))
 

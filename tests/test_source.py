@@ -4,7 +4,9 @@ import ast
 
 import pytest
 
-from gemm_course import cli, ladder, source
+from gemm_course import cli
+from gemm_course.runtime import ladder
+from gemm_course.teaching import source
 
 pytestmark = pytest.mark.fast
 

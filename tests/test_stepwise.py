@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from gemm_course import ladder, stepwise
+from gemm_course.measure import stepwise
+from gemm_course.runtime import ladder
 
 REPORT = ("watchdog: sm100/5 timed out after 5 s waiting on mainloop_pipeline.producer_acquire(state) (empty barrier) "
           "at step05_cta_pair_multicast.py:270 in load_k_tile, phase 1, block (0,0,0) warp 5 thread 160")
@@ -63,7 +64,7 @@ def test_sanitizer_phase_runs_only_when_given(tmp_path):
 @pytest.mark.fast
 @pytest.mark.parametrize("key", [s.key for s in ladder.steps()])
 def test_debug_shapes_are_small_ragged_and_taken(key):
-    from gemm_course.problem import GemmProblem
+    from gemm_course.runtime.problem import GemmProblem
 
     step = ladder.get(key)
     shapes = stepwise.debug_shapes(step)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from gemm_course import ladder, source
+from gemm_course.runtime import ladder
+from gemm_course.teaching import source
 
 pytestmark = pytest.mark.fast
 
@@ -65,9 +66,9 @@ def test_the_kernels_do_not_import_the_ladder():
     found = {str(p.relative_to(root)): _imports(p, src) for p in root.rglob("*.py")}
     assert "gemm_course.kernels.sm100.step04_tma_store" in found["sm100/step05_cta_pair_multicast.py"]  # the scan sees imports
     assert "gemm_course.hardware" in found["sm100/step02_tcgen05_tma.py"]
-    assert not {name for name, imported in found.items() if "gemm_course.ladder" in imported}
+    assert not {name for name, imported in found.items() if "gemm_course.runtime.ladder" in imported}
     # nor the teaching models: a kernel reads its hardware facts from gemm_course.hardware, not from sim
-    assert not {name for name, imported in found.items() if "gemm_course.sim" in imported}
+    assert not {name for name, imported in found.items() if "gemm_course.teaching.sim" in imported}
 
 
 def test_layouts_find_the_ladders_modules():

@@ -14,11 +14,13 @@ import re
 import pytest
 import torch
 
-from gemm_course import arch, inspect, ladder, run, schedule
 from gemm_course.kernels.sm90 import step05_cluster_multicast as step05
 from gemm_course.kernels.sm90 import step11_beyond_the_seed as step11
 from gemm_course.kernels.sm90 import step12_swap_ab as step12
-from gemm_course.problem import GemmInputError, GemmProblem
+from gemm_course.rules import schedule
+from gemm_course.runtime import arch, ladder, run
+from gemm_course.runtime.problem import GemmInputError, GemmProblem
+from gemm_course.teaching import inspect
 
 STEP = ladder.get("sm90/12")
 DECODE_MS = (1, 8, 16, 33, 64, 100, 128, 200, 256)
@@ -202,7 +204,7 @@ def test_split_decode_tiles_are_correct_launch_after_launch(gather):
     """Decode shapes whose few tiles are split along K over the GPU (classic runs; lockstep from 144 K
     tiles on), launched three times on one workspace: each launch leaves every flag reset."""
     from gemm_course.kernels.sm90.step08_persistent import max_clusters
-    from gemm_course.problem import make_inputs, reference, relative_error
+    from gemm_course.runtime.problem import make_inputs, reference, relative_error
 
     for m, n, k in [(1, 4096, 4096), (16, 1024, 4096), (16, 4096, 14336), (100, 2048, 10000), (64, 512, 16384)]:
         config = dataclasses.replace(STEP.config_for(GemmProblem(m, n, k)), gather_parts=gather)

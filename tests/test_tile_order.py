@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from gemm_course import tile_order as to
+from gemm_course.rules import tile_order as to
 
 SMALL = list(itertools.product(range(1, 18), range(1, 18)))
 LARGE = [(32, 64), (64, 32), (63, 65), (65, 63), (1, 100), (100, 1), (97, 89), (65, 64), (128, 48)]
@@ -113,7 +113,7 @@ def test_grouped_tile_traces_as_kernel_integer_math():
     import cutlass
     import cutlass.cute as cute
 
-    from gemm_course import arch
+    from gemm_course.runtime import arch
 
     seen = {}
 
@@ -164,7 +164,7 @@ def test_gilbert_tile_is_written_in_kernel_safe_python():
 
 def _compile(fn, *args, target="sm_90a", keep_ptx=False):
     """cute.compile ``fn`` for ``target`` on any machine (a GPU is not needed); with the PTX if asked."""
-    from gemm_course import arch
+    from gemm_course.runtime import arch
 
     return arch.trace(fn, *args, target=target, keep_ptx=keep_ptx)
 

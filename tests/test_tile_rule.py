@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from gemm_course import ladder, tile_rule
-from gemm_course.problem import GemmProblem
+from gemm_course.rules import tile_rule
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmProblem
 
 H200_CLUSTERS = 66  # 132 SMs in clusters of two
 
@@ -95,7 +96,8 @@ def test_step_config_for_uses_the_rule_on_step_11_only():
 @pytest.mark.parametrize("choice", sorted({tile_rule.choose(m, n, k, H200_CLUSTERS) for m, n, k in [
     (8192, 8192, 8192), (3072, 3072, 3072), (1024, 1024, 8192), (3072, 1024, 32768)]}), ids=str)
 def test_every_choice_compiles_without_spills(choice):
-    from gemm_course import arch, inspect
+    from gemm_course.runtime import arch
+    from gemm_course.teaching import inspect
 
     step = ladder.get("sm90/11")
     art = arch.compile_step(step, step.config(**choice.fields()), "sm_90a")
@@ -110,7 +112,7 @@ def test_the_rule_against_its_measurements(run):
     """On each shape of the H200 runs the rule was drawn from, the variant the rule picks is within 5%
     of the best variant timed there (the runs' noise is 2-3%), and over all shapes it beats the
     128 x 256 default, whose few-wave losses it exists for."""
-    from gemm_course import records
+    from gemm_course.measure import records
 
     step = ladder.get("sm90/11")
 
@@ -130,7 +132,7 @@ def test_the_rule_against_fixed_widths_on_the_few_wave_shapes():
     """Run 40 timed the rule's pick ("sm90/11", its config recorded per row) beside fixed 256-, 192-
     and 128-wide tiles on the broad sweep's few-wave shapes, in both orders: the recorded picks are
     today's rule, and each is within 5% of the best width on every shape and order."""
-    from gemm_course import records
+    from gemm_course.measure import records
 
     step = ladder.get("sm90/11")
     tune = records.load_tuning("tune_run40_few_wave_widths")
@@ -154,7 +156,8 @@ def test_the_rule_against_fixed_widths_on_the_few_wave_shapes():
 def test_the_192_wide_tile_compiles_from_step_5(key):
     """Step 5's check admits tile_n = 192 for every later step (wgmma N = 192): each compiles, one
     192-wide wgmma per warpgroup and k16 step, no spills."""
-    from gemm_course import arch, inspect
+    from gemm_course.runtime import arch
+    from gemm_course.teaching import inspect
 
     step = ladder.get(key)
     config = step.config(tile_n=192, epi_n=32)
@@ -193,7 +196,8 @@ def test_a_176_wide_tile_compiles_with_one_wgmma_and_one_store():
     takes 16 columns): one m64n176k16 per warpgroup and k16 step, no spills. The staging rows are
     tiled by swizzle atoms of the widest of 64, 32 or 16 columns that divides epi_n, and the TMA store
     goes out one atom-wide box at a time: 176 = 11 x 16 columns, eleven stores per tile."""
-    from gemm_course import arch, inspect
+    from gemm_course.runtime import arch
+    from gemm_course.teaching import inspect
 
     step = ladder.get("sm90/11")
     config = step.config(tile_n=176, epi_n=176, epi_stages=1, stages=4)
@@ -210,7 +214,8 @@ def test_a_176_wide_tile_compiles_with_one_wgmma_and_one_store():
 def test_every_admitted_width_compiles(key, tile_n):
     """Each width step 5's check admits compiles to one wgmma of that N per warpgroup and k16 step,
     without spills (the widths not run on a GPU are at least compiled)."""
-    from gemm_course import arch, inspect
+    from gemm_course.runtime import arch
+    from gemm_course.teaching import inspect
 
     step = ladder.get(key)
     epi_n = 16 if tile_n % 32 else 32

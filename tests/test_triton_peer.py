@@ -3,7 +3,8 @@ and on a GPU its result against the float32 reference."""
 
 import pytest
 
-from gemm_course import tile_order, triton_peer
+from gemm_course.measure import triton_peer
+from gemm_course.rules import tile_order
 
 
 def program_tile(pid, tiles_m, tiles_n, group):
@@ -37,7 +38,7 @@ def test_kernel_source_uses_that_order():
 def test_triton_peer_is_correct_on_ragged_shapes():
     import torch
 
-    from gemm_course.problem import GemmProblem, make_inputs, reference, relative_error
+    from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
     for shape in ((4096, 4096, 4096), (1000, 1000, 1000), (129, 520, 72), (8192, 2048, 200)):
         a, b, c = make_inputs(GemmProblem(*shape), "cuda", 0)

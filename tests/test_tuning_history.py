@@ -1,4 +1,4 @@
-"""gemm_course.tuning_history: step 11's ideas and the A/B runs that measure them, read from
+"""gemm_course.measure.tuning_history: step 11's ideas and the A/B runs that measure them, read from
 results/tuning/ (the committed runs, and a made-up one in a temporary results folder)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from gemm_course import records as rec
-from gemm_course import tuning_history as th
+from gemm_course.measure import records as rec
+from gemm_course.measure import tuning_history as th
 from gemm_course.viz._style import TEXT_PT, render
 
 pytestmark = pytest.mark.fast

@@ -18,8 +18,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from synthetic import bench_record, clocks_record, sweep_record, write_runs
 
-from gemm_course import ladder, sim, tile_order, viz, widgets
-from gemm_course.problem import GemmProblem
+from gemm_course import viz
+from gemm_course.rules import tile_order
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmProblem
+from gemm_course.teaching import sim, widgets
 from gemm_course.viz import _style
 
 
@@ -338,7 +341,7 @@ def test_persistent_grid_numbers_each_tile_with_its_cluster_and_wave():
 
 @pytest.mark.fast
 def test_l2_panels_draws_the_model():
-    from gemm_course import sim
+    from gemm_course.teaching import sim
 
     traffic = sim.compare_orders(8, 8, kinds=("row", "grouped"), group=2, sms=16, tile_m=256, tile_n=256, k=1024)
     fig = viz.l2_panels(traffic, title="t")
@@ -367,7 +370,7 @@ def test_sweep_ratios_draw_the_newest_sweep(tmp_path):
 
 @pytest.mark.fast
 def test_smem_traffic_bars_draw_each_tile_against_the_bandwidth():
-    from gemm_course import sim
+    from gemm_course.teaching import sim
 
     rows = {"128x256": sim.smem_traffic(128, 256), "64x256": sim.smem_traffic(64, 256)}
     fig = viz.smem_traffic_bars(rows)
@@ -593,7 +596,7 @@ def test_bandwidth_bars_draw_the_decode_records():
 
     from synthetic import decode_record as record
 
-    from gemm_course import records
+    from gemm_course.measure import records
 
     shapes = records.decode_shapes()
     recs = [record(shapes[1], 0.02, 0.018, "2026-12-05"), record(shapes[0], 0.015, 0.014, "2026-12-05"),

@@ -9,8 +9,8 @@ import test_viz
 from synthetic import decode_record
 
 from gemm_course import hardware
-from gemm_course import records as rec
-from gemm_course.problem import GemmProblem
+from gemm_course.measure import records as rec
+from gemm_course.runtime.problem import GemmProblem
 from gemm_course.viz import memory_roofline as mr
 
 pytestmark = pytest.mark.fast
@@ -41,7 +41,7 @@ def graph_records():
         problem = GemmProblem(m, n, k)
         floor_ms = problem.min_bytes / 3.0e12 * 1e3
         for step, share in (("sm90/12", 0.9), ("sm90/11", 0.6)):
-            from gemm_course import bench
+            from gemm_course.measure import bench
 
             out.append({"kind": "decode_graph", "step": step, "shape": {"m": m, "n": n, "k": k}, "gpu": GPU,
                         "date": "2026-12-07T02:00:00", "torch": "2.11", "cutlass_dsl": "4.8.1",

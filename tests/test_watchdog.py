@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from gemm_course import arch, ladder, watchdog
+from gemm_course.runtime import arch, ladder, watchdog
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "scripts")
 

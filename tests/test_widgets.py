@@ -1,7 +1,7 @@
-"""The tile explorer's precomputed table (gemm_course.widgets.explorer_table) and its static page.
+"""The tile explorer's precomputed table (gemm_course.teaching.widgets.explorer_table) and its static page.
 
 The pure tests build small tables and records by hand; the compile tests compile a few steps and
-check that each row of the table is what the compiler and gemm_course.inspect say of that config.
+check that each row of the table is what the compiler and gemm_course.teaching.inspect say of that config.
 (The book's copy of the whole table, every step and knob combination, is checked in
 tests/test_book.py, in the browser.)
 """
@@ -16,7 +16,8 @@ import re
 import pytest
 from synthetic import bench_record
 
-from gemm_course import arch, inspect, ladder, sim, widgets
+from gemm_course.runtime import arch, ladder
+from gemm_course.teaching import inspect, sim, widgets
 
 # ---------------------------------------------------------------------------------------------
 # pure: keys, CTAs per SM, tensor memory, records, the static page

@@ -8,8 +8,8 @@ import shlex
 import sys
 import time
 
-from . import arch, ladder
-from .problem import GemmInputError
+from .runtime import arch, ladder
+from .runtime.problem import GemmInputError
 
 
 def _parse_config(step, items):
@@ -27,7 +27,7 @@ def _config(step, items):
 
 
 def _shapes(texts):
-    from .problem import GemmProblem
+    from .runtime.problem import GemmProblem
 
     out = []
     for t in texts:
@@ -66,7 +66,7 @@ def cmd_doctor(args):
         except Exception as e:  # report, don't fail: doctor is for diagnosing
             version = f"missing ({type(e).__name__})"
         print(f"{mod:<11} {version}")
-    from . import inspect as insp
+    from .teaching import inspect as insp
 
     for t in ("nvdisasm", "cuobjdump"):
         try:
@@ -95,14 +95,14 @@ def cmd_list(args):
         print(f"{'':<9} shapes: {s.shapes}")
         print(f"{'':<9} config: {s.default}")
         if getattr(s.load(), "config_for", None):
-            rule = "gemm_course.tile_rule" if s.arch == "sm90" else "gemm_course.decode_rule, for M <= 128"
+            rule = "gemm_course.rules.tile_rule" if s.arch == "sm90" else "gemm_course.rules.decode_rule, for M <= 128"
             print(f"{'':<9} per shape: without --config, the tile, stages and cluster come from the shape "
                   f"({rule})")
     return 0
 
 
 def cmd_inspect(args):
-    from . import inspect as insp
+    from .teaching import inspect as insp
 
     step = _step(args.step)
     config = _config(step, args.config)
@@ -128,7 +128,7 @@ def cmd_inspect(args):
 
 
 def cmd_check(args):
-    from . import run
+    from .runtime import run
 
     step = _step(args.step)
     config = _config(step, args.config) if args.config else None  # None: the step's choice per shape
@@ -144,8 +144,9 @@ def cmd_check(args):
 
 
 def cmd_bench(args):
-    from . import bench, run
-    from .problem import GemmProblem
+    from .measure import bench
+    from .runtime import run
+    from .runtime.problem import GemmProblem
 
     steps = [_step(s) for s in args.steps]
     # None: the step's choice per shape. Read before the GPU check, so a typo is refused anywhere
@@ -202,14 +203,14 @@ def cmd_bench(args):
 
 
 def cmd_source(args):
-    from . import source
+    from .teaching import source
 
     print(source.flatten(_step(args.step)), end="")
     return 0
 
 
 def cmd_diff(args):
-    from . import source
+    from .teaching import source
 
     step = _step(args.step)
     added, removed = source.changed_lines(step)
@@ -221,7 +222,7 @@ def cmd_diff(args):
 def build_parser():
     p = argparse.ArgumentParser(
         prog="gemm-course", description=__doc__,
-        epilog="On a B200: make b200 OUT=folder (scripts/b200_validate.sh; python -m gemm_course.b200 --help) "
+        epilog="On a B200: make b200 OUT=folder (scripts/b200_validate.sh; python -m gemm_course.measure.b200 --help) "
                "validates and times the Blackwell ladder and writes the records the book reads.")
     sub = p.add_subparsers(dest="command", required=True)
 

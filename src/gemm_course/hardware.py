@@ -47,7 +47,7 @@ class Target:
         return self.tmem_lanes * self.tmem_columns * 4
 
     def occupancy_limits(self) -> dict:
-        """The per-SM limits :func:`gemm_course.sim.occupancy` counts CTAs per SM against."""
+        """The per-SM limits :func:`gemm_course.teaching.sim.occupancy` counts CTAs per SM against."""
         return {
             "registers": self.registers_per_sm,
             "register_unit": self.register_unit,

@@ -1,7 +1,7 @@
 """Figures of the course. Pure functions: data in, a :class:`matplotlib.figure.Figure` out.
 
-Every number drawn comes from a result record (:mod:`gemm_course.records`), from a problem's own
-arithmetic, from a model (:mod:`gemm_course.sim`), or from the kernels' own CuTe objects (layouts,
+Every number drawn comes from a result record (:mod:`gemm_course.measure.records`), from a problem's own
+arithmetic, from a model (:mod:`gemm_course.teaching.sim`), or from the kernels' own CuTe objects (layouts,
 atoms) traced on the CPU. The one exception is labelled as such wherever it appears: the seed
 series' B200 figures, quoted (not measured here) in :data:`SEED_B200_TFLOPS`. Datasheet peaks for
 the roofline are in :data:`DATASHEET`, also quoted, never measured.
@@ -23,14 +23,14 @@ One module per family of figures:
 * :mod:`.power`: clocks, power and energy at the power limit.
 
 The chapters call everything as ``viz.<name>``, so this package also re-exports the few analysis
-functions they reach through it (their homes: :mod:`gemm_course.records`, :mod:`gemm_course.sim`,
-:mod:`gemm_course.inspect`, :mod:`gemm_course.source`).
+functions they reach through it (their homes: :mod:`gemm_course.measure.records`, :mod:`gemm_course.teaching.sim`,
+:mod:`gemm_course.teaching.inspect`, :mod:`gemm_course.teaching.source`).
 """
 
-from ..inspect import opcode_family_counts
-from ..records import ab_table, config_changes, geomean, latest_sweep, power_limit_split, spread_verdict, step_table
-from ..sim import HOPPER_SM, pipeline_model
-from ..source import phase_source
+from ..teaching.inspect import opcode_family_counts
+from ..measure.records import ab_table, config_changes, geomean, latest_sweep, power_limit_split, spread_verdict, step_table
+from ..teaching.sim import HOPPER_SM, pipeline_model
+from ..teaching.source import phase_source
 from .ladder import (DATASHEET, SEED_B200_TFLOPS, SEED_LABEL, SEED_SHAPE, bandwidth_bars, ladder_bars, ladder_data, roofline,
                      smem_traffic_bars, sweep_ratios)
 from .layouts import (bank_maps, cluster_multicast, cta_pair_split, layout_grid, multicast_mask_grid,

@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..hardware import B200, H100_SXM, H200
-from ..records import geomean, latest_per_step, latest_sweep, provenance, run_of, shape_of
+from ..measure.records import geomean, latest_per_step, latest_sweep, provenance, run_of, shape_of
 from ._style import CUBLAS, LIVE, MEASURED, PAGE_WIDTH, SEED, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
 
 
@@ -101,7 +101,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
       (a chapter's own step and its parent).
     * ``numbers``: draw only these steps (a chapter's view of the ladder).
     """
-    from .. import ladder
+    from ..runtime import ladder
 
     m, n, k = shape
     highlight = set(highlight)
@@ -259,7 +259,7 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
         parts.append(f"Step{'s' if ',' in steps_here else ''} {steps_here}: {provenance(rec)}.")
     if live_by_step:
         rec = next(iter(live_by_step.values()))
-        parts.append(f"Live bars: measured in this notebook on {rec.get('gpu')} by gemm_course.bench.bench_step.")
+        parts.append(f"Live bars: measured in this notebook on {rec.get('gpu')} by gemm_course.measure.bench.bench_step.")
     if cublas_note:
         parts.append(cublas_note)
     if not have:
@@ -289,14 +289,14 @@ SWEEP_CLASS_COLORS = {"square": "#4c72b0", "llm": "#55a868", "few-wave long-K": 
 def sweep_ratios(records: Sequence[dict], step: Optional[str] = None) -> Figure:
     """Ratio to cuBLAS (same run) per shape of the sweep the book shows of ``step`` (``latest_sweep``;
     default: the final Hopper step), coloured by shape class, with the geometric mean."""
-    from .. import ladder
+    from ..runtime import ladder
 
     step = step or ladder.final("sm90").key
     sweep = latest_sweep(records, step)
     if not sweep:
         return message_figure(f"No sweep record of {step} under results/ yet", f"No sweep of {step} recorded.",
                               height=1.6, fontsize=TEXT_PT + 2)
-    from ..bench import shape_class
+    from ..measure.bench import shape_class
 
     labels = [f"{r['shape']['m']}x{r['shape']['n']}x{r['shape']['k']}" for r in sweep]
     ratios = [r["ratio_to_cublas"] for r in sweep]
@@ -527,9 +527,9 @@ def bandwidth_bars(sweep: Sequence[dict], title: str = "Decode-sized GEMMs: byte
 
 
 def smem_traffic_bars(rows: dict, title: str = "Shared-memory traffic of the main loop at the tensor cores' rate") -> Figure:
-    """``rows = {label: gemm_course.sim.SmemTraffic}``: bytes per clock read by wgmma and written by
+    """``rows = {label: gemm_course.teaching.sim.SmemTraffic}``: bytes per clock read by wgmma and written by
     TMA, stacked, against the SM's shared-memory bandwidth."""
-    from .. import sim
+    from ..teaching import sim
 
     labels = list(rows)
     fig = new_figure(PAGE_WIDTH, 0.5 * len(labels) + 2.0)
@@ -549,7 +549,7 @@ def smem_traffic_bars(rows: dict, title: str = "Shared-memory traffic of the mai
     ax.margins(x=0.22)
     ax.legend(fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, borderaxespad=0.2)
     fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    return set_caption(fig, "gemm_course.sim.smem_traffic: one K tile (64 deep) of one CTA; every wgmma (64 rows x N x 16) "
-                            "reads its own A and B slices from shared memory, and TMA writes the tile's A and B once. "
-                            f"Clocks: the K tile's FLOPs at {sim.TENSOR_FLOP_PER_CLOCK} FLOP per clock per SM (dense bf16). "
-                            "A count, not a measurement.", alt="Stacked horizontal bar chart")
+    return set_caption(fig, "gemm_course.teaching.sim.smem_traffic: one K tile (64 deep) of one CTA; every wgmma "
+                            "(64 rows x N x 16) reads its own A and B slices from shared memory, and TMA writes the tile's "
+                            f"A and B once. Clocks: the K tile's FLOPs at {sim.TENSOR_FLOP_PER_CLOCK} FLOP per clock per SM "
+                            "(dense bf16). A count, not a measurement.", alt="Stacked horizontal bar chart")

@@ -18,7 +18,7 @@ from ._style import CTA_COLORS, PAGE_WIDTH, TEXT_PT, new_figure, set_caption, th
 
 def layout_grid(table: dict, title: Optional[str] = None, highlight: Optional[Sequence] = None) -> Figure:
     """Draw a layout as CuTe evaluates it: cell (row, col) shows its offset (from
-    :func:`gemm_course.cute_basics.layout_table`). ``highlight``: (row, col) cells to outline."""
+    :func:`gemm_course.teaching.cute_basics.layout_table`). ``highlight``: (row, col) cells to outline."""
     offsets = np.array(table["offsets"])
     rows, cols = offsets.shape
     cell = min(0.55, (PAGE_WIDTH - 1.2) / cols)
@@ -41,7 +41,7 @@ def layout_grid(table: dict, title: Optional[str] = None, highlight: Optional[Se
                  fontsize=TEXT_PT + 1)
     outlined = " Outlined in red: the cells the text above points at." if highlight else ""
     return set_caption(fig, f"Each cell shows the offset that the CuTe layout {table['text']} gives its (row, column) "
-                            f"coordinate, as CuTe evaluates it (gemm_course.cute_basics.layout_table).{outlined}",
+                            f"coordinate, as CuTe evaluates it (gemm_course.teaching.cute_basics.layout_table).{outlined}",
                        alt="Grid of numbered cells")
 
 
@@ -160,9 +160,9 @@ def bank_maps(step_keys: Sequence[str] = ("row-major", "sm90/2", "sm90/3"), rows
     Cells are chunks (8 bf16), labelled with their 4 banks. The layouts are stacked, one panel
     each, at page width. The red box marks a core-matrix column
     read (8 rows x 16 bytes: what ldmatrix/wgmma fetch), the blue one a 128-byte row (a TMA box
-    row); the title gives each one's wavefronts from :func:`gemm_course.sim.conflicts`.
+    row); the title gives each one's wavefronts from :func:`gemm_course.teaching.sim.conflicts`.
     """
-    from .. import sim
+    from ..teaching import sim
 
     row_h = 0.26  # inches per row of the tile: a 9-pt label per cell
     fig = new_figure(PAGE_WIDTH, len(step_keys) * (row_h * rows + 0.75) + 1.2)
@@ -204,17 +204,18 @@ def bank_maps(step_keys: Sequence[str] = ("row-major", "sm90/2", "sm90/3"), rows
     fig.suptitle(f"Shared-memory banks of operand {operand}\n(cells: the 4 banks each 16-byte chunk occupies)",
                  fontsize=TEXT_PT + 2)
     more = f" Rows {rows}-{2 * rows - 1} repeat rows 0-{rows - 1} in every layout." if repeats else ""
-    return set_caption(fig, "Byte offsets from the kernels' own shared-memory layouts (gemm_course.sim.offsets); "
-                            "wavefronts from the bank model (gemm_course.sim.conflicts): " + "; ".join(summary) + "."
+    return set_caption(fig, "Byte offsets from the kernels' own shared-memory layouts (gemm_course.teaching.sim.offsets); "
+                            "wavefronts from the bank model (gemm_course.teaching.sim.conflicts): " + "; ".join(summary) + "."
                             + more, alt="Three grids of shared-memory banks, one per layout")
 
 
 def _swizzle_table(step_key: str, operand: str):
     """(8 x 8 physical chunks, the layout's text, where they came from) of a step's swizzled layout:
-    a Hopper step's (rows, k) layout read by :func:`gemm_course.sim.xor_pattern`; a Blackwell step's
+    a Hopper step's (rows, k) layout read by :func:`gemm_course.teaching.sim.xor_pattern`; a Blackwell step's
     ``Swizzle<B,M,S>`` (:func:`gemm_course.kernels.sm100.layouts.smem_layouts`) applied to the byte
     address ``row * 128 + chunk * 16`` of a 128-byte row."""
-    from .. import ladder, sim
+    from ..runtime import ladder
+    from ..teaching import sim
 
     if ladder.get(step_key).arch == "sm100":
         from ..kernels.sm100 import layouts
@@ -230,7 +231,7 @@ def _swizzle_table(step_key: str, operand: str):
         return table, f"{sw.swizzle} o {sw.layout}", ("the step's own Swizzle<B,M,S> applied to byte addresses "
                                                        "(gemm_course.kernels.sm100.layouts.smem_layouts)")
     return (np.asarray(sim.xor_pattern(step_key, operand)), sim.layout_text(step_key, operand),
-            "the step's own swizzled layout (gemm_course.sim.xor_pattern)")
+            "the step's own swizzled layout (gemm_course.teaching.sim.xor_pattern)")
 
 
 def xor_pattern(step_key: str = "sm90/3", operand: str = "A") -> Figure:

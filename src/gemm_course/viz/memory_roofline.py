@@ -26,8 +26,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .. import hardware
-from ..problem import GemmProblem
-from ..records import geomean, provenance, shape_of
+from ..measure.records import geomean, provenance, shape_of
+from ..runtime.problem import GemmProblem
 from ._style import CTA_COLORS, CUBLAS, MEASURED, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
 
 # A model's assumption, not a measurement: the time from a load's issue to its data in shared

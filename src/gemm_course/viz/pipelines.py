@@ -11,7 +11,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from ..records import shape_of
+from ..measure.records import shape_of
 from ._style import PAGE_WIDTH, TEXT_PT, new_figure, set_caption, wrap_title
 
 
@@ -238,7 +238,7 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
                    frameon=False, borderaxespad=0.2)
     fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     p = next(iter(models.values()))["params"]
-    return set_caption(fig, "A schematic from gemm_course.sim.pipeline_model, not a measurement: the stage counts, K tiles "
+    return set_caption(fig, "A schematic from gemm_course.teaching.sim.pipeline_model, not a measurement: the stage counts, K tiles "
                             f"and tiles per CTA follow the configs; the durations are made up (a load takes {p['load']:g} "
                             f"units from issue to landing, a K tile's {mma_name} {p['mma']:g}, an epilogue {p['epilogue']:g}). "
                             "Colour = stage; t<i> k<j>: K tile j of the CTA's i-th tile.", alt="Schematic timeline")
@@ -252,7 +252,7 @@ def format_duration(value: float) -> str:
 
 def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over time (model)",
                   unit: str = "model units") -> Figure:
-    """``plans = {label: gemm_course.sim.TmemPlan}``, one panel each: TMEM columns (up) against time.
+    """``plans = {label: gemm_course.teaching.sim.TmemPlan}``, one panel each: TMEM columns (up) against time.
 
     Each accumulator stage is a band of ``tile_n`` columns; a solid bar while the MMA warp writes
     tile t into it, a hatched bar while the epilogue reads it. Bars of one stage never overlap.
@@ -280,7 +280,7 @@ def tmem_timeline(plans: dict, title: str = "Accumulators in tensor memory over 
     axes[-1].set_xlim(0, span * 1.01)
     axes[-1].set_xlabel(f"time ({unit}, modelled, not measured)", fontsize=TEXT_PT)
     fig.suptitle(title, fontsize=TEXT_PT + 1)
-    return set_caption(fig, "From gemm_course.sim.tmem_plan: tile t uses stage t mod acc_stages; solid: "
+    return set_caption(fig, "From gemm_course.teaching.sim.tmem_plan: tile t uses stage t mod acc_stages; solid: "
                             "the MMA warp writes the stage, hatched: the epilogue reads it. With one stage "
                             "the next tile's MMAs wait for the epilogue; with two they overlap it.", alt="Timeline of tensor-memory columns")
 

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..records import STEP_ORDERS, order_energy_points, power_limit_split
+from ..measure.records import STEP_ORDERS, order_energy_points, power_limit_split
 from ._style import MEASURED, PAGE_WIDTH, TEXT_PT, new_figure, set_caption, wrap_title
 
 
@@ -79,6 +79,6 @@ def order_energy(records: Sequence[dict], title: str = "The tile order's DRAM tr
     ax.legend(fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, frameon=False, borderaxespad=0.2)
     fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     return _clocks_caption(fig, points, "board power over throughput, each step run back to back at the power "
-                                        "limit. x: gemm_course.sim.l2_traffic for the step's own order of "
+                                        "limit. x: gemm_course.teaching.sim.l2_traffic for the step's own order of "
                                         "cluster-tiles, in waves of the grid's clusters (a model: each wave reads its "
                                         "panels from DRAM once).", alt="Scatter plot")

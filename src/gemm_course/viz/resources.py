@@ -9,8 +9,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..inspect import opcode_family_counts
-from ..sim import HOPPER_SM
+from ..teaching.inspect import opcode_family_counts
+from ..teaching.sim import HOPPER_SM
 from ._style import PAGE_WIDTH, TEXT_PT, new_figure, set_caption, wrap_title
 
 
@@ -37,8 +37,8 @@ def instruction_mix(reports: dict, title: str = "Static SASS instruction mix") -
     ax.set_xlabel("instructions in the kernel's SASS (static count, not executions)")
     ax.legend(fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False, borderaxespad=0.2)
     fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    return set_caption(fig, "Instructions of each class in each kernel's SASS (gemm_course.inspect.report, nvdisasm of the "
-                            "cubin compiled on this machine): static counts, instructions in the binary, not "
+    return set_caption(fig, "Instructions of each class in each kernel's SASS (gemm_course.teaching.inspect.report, "
+                            "nvdisasm of the cubin compiled on this machine): static counts, instructions in the binary, not "
                             "executions.", alt="Grouped horizontal bar chart")
 
 
@@ -75,13 +75,13 @@ def opcode_families(reports: dict, families: dict, title: str = "Static SASS cou
     ax.margins(x=0.12)
     ax.legend(fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=1, frameon=False, borderaxespad=0.2)
     fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    return set_caption(fig, "Counted in each kernel's SASS (gemm_course.inspect.report, nvdisasm of the cubin compiled "
+    return set_caption(fig, "Counted in each kernel's SASS (gemm_course.teaching.inspect.report, nvdisasm of the cubin compiled "
                             "on this machine). Static counts: instructions in the binary, not executions.",
                        alt="Grouped horizontal bar chart")
 
 
 def sweep(rows: Sequence[dict], title: str = "") -> Figure:
-    """Resources per knob combination (from :func:`gemm_course.widgets.precompute_sweep`)."""
+    """Resources per knob combination (from :func:`gemm_course.teaching.widgets.precompute_sweep`)."""
     ok = [r for r in rows if r.get("ok")]
     steps = len({r["step"] for r in ok}) > 1
     targets = len({r["target"] for r in ok}) > 1

@@ -31,12 +31,12 @@ def _outline(cells) -> list:
 
 def tile_orders(tiles_m: int, tiles_n: int, kinds: Sequence[str] = ("row", "grouped", "gilbert"), group: int = 4,
                 wave: Optional[int] = None) -> Figure:
-    """Visit order over a tile grid, one panel per order (from :mod:`gemm_course.tile_order`).
+    """Visit order over a tile grid, one panel per order (from :mod:`gemm_course.rules.tile_order`).
 
     Each cell shows its visit number; the line follows the path. ``wave``: outline the first
     ``wave`` tiles (those running at once, one per SM).
     """
-    from .. import tile_order
+    from ..rules import tile_order
 
     # Side by side at page width; each tile numbered when its cell holds a 9-pt number.
     panel = (PAGE_WIDTH - 0.9 - 0.5 * len(kinds)) / len(kinds)
@@ -74,11 +74,11 @@ def tile_orders(tiles_m: int, tiles_n: int, kinds: Sequence[str] = ("row", "grou
     note = f" Red outline: the first wave of {wave} tiles." if wave else ""
     what = ("Numbers: the order in which the tiles are taken" if show_numbers else
             "Colour: the order in which the tiles are taken (dark first); the white line follows the path from the dot")
-    return set_caption(fig, f"{what} (gemm_course.tile_order).{note}", alt="Grids of tiles coloured by visit order")
+    return set_caption(fig, f"{what} (gemm_course.rules.tile_order).{note}", alt="Grids of tiles coloured by visit order")
 
 
 def l2_panels(traffic: dict, title: str = "") -> Figure:
-    """``traffic = {order: gemm_course.sim.L2Traffic}``: distinct A and B panels per wave (top) and
+    """``traffic = {order: gemm_course.teaching.sim.L2Traffic}``: distinct A and B panels per wave (top) and
     the panel bytes the model reads from DRAM in total, against the floor of reading each panel once."""
     kinds = list(traffic)
     fig = new_figure(PAGE_WIDTH, 7.4)
@@ -112,14 +112,14 @@ def l2_panels(traffic: dict, title: str = "") -> Figure:
         ax.tick_params(labelsize=TEXT_PT)
     t0 = traffic[kinds[0]]
     fig.suptitle(wrap_title(title or "L2 panel model", 72), fontsize=TEXT_PT + 2)
-    return set_caption(fig, "gemm_course.sim.l2_traffic: the order is cut into waves (one tile per cluster); each wave "
+    return set_caption(fig, "gemm_course.teaching.sim.l2_traffic: the order is cut into waves (one tile per cluster); each wave "
                             "reads every distinct A row panel and B column panel it needs once, and nothing survives "
                             f"from one wave to the next. A model, not a measurement. A panel: {t0.a_panel_bytes / 2**20:g} "
                             f"MiB of A, {t0.b_panel_bytes / 2**20:g} MiB of B; {t0.waves} waves.", alt="Line chart and bar chart")
 
 
 def persistent_grid(schedule: dict, title: str = "", cluster_shape=(2, 1)) -> Figure:
-    """A :func:`gemm_course.sim.persistent_schedule` on its grid of cluster-tiles: each numbered with the
+    """A :func:`gemm_course.teaching.sim.persistent_schedule` on its grid of cluster-tiles: each numbered with the
     cluster that computes it, coloured by the wave (the iteration of that cluster's loop) it runs in,
     the last, partial wave outlined."""
     owner, wave = schedule["owner"], schedule["wave"]
@@ -156,14 +156,14 @@ def persistent_grid(schedule: dict, title: str = "", cluster_shape=(2, 1)) -> Fi
 
 
 def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show: int = 12) -> Figure:
-    """Each cluster's work from :func:`gemm_course.schedule.plan`, in K tiles, without and with the split tail.
+    """Each cluster's work from :func:`gemm_course.rules.schedule.plan`, in K tiles, without and with the split tail.
 
     Bars are units (colored by cluster-tile); hatched bars are parts that hand a partial sum
     over; the first ``show`` and last clusters are drawn. Time is counted in K tiles of work. The
     tail tiles a row works on are named at its right end (colours repeat; a part may be too narrow
     to hold its number).
     """
-    from .. import schedule
+    from ..rules import schedule
 
     picked = list(range(min(show // 2, clusters))) + list(range(max(clusters - show // 2, show // 2), clusters))
     fig = new_figure(PAGE_WIDTH, 2 * (0.24 * len(picked) + 0.75) + 1.0)
@@ -197,7 +197,7 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
     axes[-1].set_xlabel("K tiles of work, in the order the cluster runs them")
     fig.suptitle(wrap_title(title or f"{tiles} cluster-tiles of {k_tiles} K tiles over {clusters} clusters", 72),
                  fontsize=TEXT_PT + 2)
-    return set_caption(fig, "From gemm_course.schedule.plan, the functions the kernel traces. At the right of each "
+    return set_caption(fig, "From gemm_course.rules.schedule.plan, the functions the kernel traces. At the right of each "
                             "row: the tail tiles (cluster-tile numbers) the cluster works on; hatched parts start "
                             "mid-tile and hand a partial sum to the cluster that computed the tile's first K tile. "
                             "The red line is when the last cluster finishes, if every K tile took the same time and "
@@ -206,10 +206,10 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
 
 
 def dynamic_tail(tiles: int, clusters: int, k_tiles: int, title: str = "") -> Figure:
-    """The Blackwell step 11's tail against step 10's, on the model :func:`gemm_course.sim.dynamic_tail`:
+    """The Blackwell step 11's tail against step 10's, on the model :func:`gemm_course.teaching.sim.dynamic_tail`:
     one row per resident cluster, one bar per unit it takes (colored by cluster-tile; hatched: a
     part that hands its partial sum over; gray: the last part adding the others' sums)."""
-    from .. import sim
+    from ..teaching import sim
 
     fig = new_figure(PAGE_WIDTH, 2 * (0.24 * clusters + 0.75) + 1.0)
     axes = fig.subplots(2, 1, sharex=True)
@@ -235,8 +235,8 @@ def dynamic_tail(tiles: int, clusters: int, k_tiles: int, title: str = "") -> Fi
     axes[-1].set_xlabel("time in K tiles of one cluster's work (a model: every K tile equally long)")
     fig.suptitle(wrap_title(title or f"{tiles} cluster-tiles of {k_tiles} K tiles on {clusters} resident clusters", 72),
                  fontsize=TEXT_PT + 2)
-    return set_caption(fig, "From gemm_course.sim.dynamic_tail, which hands out the units of "
-                            "gemm_course.schedule.dynamic_plan (the functions the kernel traces) in launch order "
+    return set_caption(fig, "From gemm_course.teaching.sim.dynamic_tail, which hands out the units of "
+                            "gemm_course.rules.schedule.dynamic_plan (the functions the kernel traces) in launch order "
                             "to whichever cluster is free first. Numbers (and colours) name cluster-tiles; hatched parts hand a "
                             "partial sum over; gray is the last part adding the others' sums (FIXUP_K_TILES per "
                             "part, the rule's price). The red line is when the last cluster finishes.",
@@ -245,7 +245,7 @@ def dynamic_tail(tiles: int, clusters: int, k_tiles: int, title: str = "") -> Fi
 
 def clc_timeline(schedule, title: str = "") -> Figure:
     """Which resident cluster computed which cluster-tile when, under cluster launch control
-    (a :class:`gemm_course.sim.ClcSchedule`): one row per cluster that launched, one bar per tile,
+    (a :class:`gemm_course.teaching.sim.ClcSchedule`): one row per cluster that launched, one bar per tile,
     labelled with the tile's index; blue: the cluster's own tile, orange: a tile taken over from a
     cancelled launch. Triangles mark launches, bars at the right end exits."""
     clusters = sorted(schedule.launched, key=lambda c: (schedule.launched[c], c))
@@ -275,7 +275,7 @@ def clc_timeline(schedule, title: str = "") -> Figure:
     taken = sum(r.taken for r in schedule.runs)
     ax.set_title(title or f"{schedule.num_clusters} cluster-tiles, at most {schedule.resident} clusters resident",
                  fontsize=TEXT_PT + 1)
-    return set_caption(fig, f"Event model of step 8's scheduler (gemm_course.sim.clc_schedule, policy "
+    return set_caption(fig, f"Event model of step 8's scheduler (gemm_course.teaching.sim.clc_schedule, policy "
                             f"'{schedule.policy}'): {len(clusters)} clusters launched and computed "
                             f"{len(schedule.runs) - taken} tiles of their own; {taken} launches were "
                             "cancelled and their tiles taken over by running clusters. Numbers: the "
@@ -288,12 +288,12 @@ def late_start_timeline(tiles: int, resident: int, launch_gap: float, query_time
     panels on one time axis, one row per cluster that started, one bar per tile (its index).
 
     Both start one cluster every ``launch_gap`` tile times into ``resident`` places, as
-    :func:`gemm_course.sim.clc_schedule` launches them. Top: the static schedule of Hopper's step 8
-    (:func:`gemm_course.sim.persistent_schedule`'s rule, cluster c computes tiles c, c + G, ...),
+    :func:`gemm_course.teaching.sim.clc_schedule` launches them. Top: the static schedule of Hopper's step 8
+    (:func:`gemm_course.teaching.sim.persistent_schedule`'s rule, cluster c computes tiles c, c + G, ...),
     so the last cluster to start finishes its whole share late. Bottom:
-    :func:`gemm_course.sim.clc_schedule`, where running clusters take the tiles of clusters not yet
+    :func:`gemm_course.teaching.sim.clc_schedule`, where running clusters take the tiles of clusters not yet
     started. Every tile takes one time unit."""
-    from .. import sim
+    from ..teaching import sim
 
     grid = min(tiles, resident)
     static = [(c, (c + 1) * launch_gap + i, (c + 1) * launch_gap + i + 1, tile, False)
@@ -334,7 +334,7 @@ def late_start_timeline(tiles: int, resident: int, launch_gap: float, query_time
                  fontsize=TEXT_PT + 2)
     return set_caption(fig, f"Triangles: when a cluster starts (one every {every} in both panels). "
                             "Static: each cluster computes a fixed share, so the last to start ends last. Cluster "
-                            "launch control (gemm_course.sim.clc_schedule): the clusters already running take the "
+                            "launch control (gemm_course.teaching.sim.clc_schedule): the clusters already running take the "
                             "tiles of those not yet started, so a late start costs only the tiles it did not take. "
                             "Numbers: the tile index.", alt="Two timelines, one row per cluster")
 
@@ -342,7 +342,7 @@ def late_start_timeline(tiles: int, resident: int, launch_gap: float, query_time
 def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the grid lands in") -> Figure:
     """Two strips of the grid's clusters coloured by GPC: by cluster index (as the hardware deals
     them out), and by place in a wave with ``gpc_order`` (``placement.from_probe_record``)."""
-    from .. import placement
+    from ..rules import placement
 
     p = placement.from_probe_record(probe)
     groups, cluster_sms, places = p["groups"], p["cluster_sms"], p["places"]
@@ -372,7 +372,7 @@ def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the g
     ax.set_aspect("equal")
     ax.axis("off")
     fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    return set_caption(fig, f"gemm_course.placement probes on {probe.get('gpu')}, {probe.get('date', '')[:10]}: one colour "
+    return set_caption(fig, f"gemm_course.rules.placement probes on {probe.get('gpu')}, {probe.get('date', '')[:10]}: one colour "
                             "per GPC (grey: an SM no probe cluster of 8 or 16 reached, GPC unknown); numbers are cluster "
                             "indices. Top: consecutive clusters land in different GPCs. Bottom: the same clusters "
                             "in the order their tiles take in each wave.", alt="Two strips of cells coloured by GPC")
@@ -382,7 +382,7 @@ def tile_choice_map(clusters: int = 66, k: int = 8192, sizes: Sequence[int] = tu
     """The tile width step 11's host picks (``tile_rule.choose``) for each M x N of ``sizes`` at one
     K, on a GPU of ``clusters`` clusters of two: one cell per shape, coloured by width (a lighter
     blue where 128 x 256 makes many waves), with the fill of the chosen width's waves in percent."""
-    from .. import tile_rule
+    from ..rules import tile_rule
 
     widths = list(tile_rule.TILE_NS)
     colors = {256: "#4c72b0", 192: "#dd8452", 128: "#55a868", "many": "#a6bddb"}

@@ -9,7 +9,7 @@ Why it matters here too: if cluster launch control hands out cluster indices in 
 the course's model assumes (PTX does not promise which pending cluster a cancellation takes, and
 no B200 has run this step), the clusters that run at the same time hold consecutive indices, and
 the order decides how many A and B panels they read from L2 at once
-(``gemm_course.sim.l2_traffic`` counts them).
+(``gemm_course.teaching.sim.l2_traffic`` counts them).
 
 Expected: nothing where A and B fit in L2 together (4096^3: 64 MiB of inputs, 126 MB of L2 on a
 B200); a few percent at 8192^3 and on long-K LLM shapes.
@@ -21,7 +21,7 @@ import dataclasses
 
 import cutlass
 
-from ... import tile_order
+from ...rules import tile_order
 from . import step08_persistent_clc as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 

@@ -21,7 +21,8 @@ import dataclasses
 
 import cutlass.cute as cute
 
-from ... import hardware, tile_order
+from ... import hardware
+from ...rules import tile_order
 from . import step09_grouped_raster as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 

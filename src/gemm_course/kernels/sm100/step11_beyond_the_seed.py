@@ -29,7 +29,7 @@ fourth tile time. Key differences:
   SM streaming W (16 pair tiles at N = 4096). For such shapes the host picks single-CTA tiles
   (``tcgen05.mma.cta_group::1``, 64 or 128 rows), a width from 32 to 256 columns and clusters of one
   or two CTAs along N (x multicast) by the bytes the busiest SM must receive under the kernel's own
-  tail schedule, and as many stages as fit (``gemm_course.decode_rule``). The same kernel runs
+  tail schedule, and as many stages as fit (``gemm_course.rules.decode_rule``). The same kernel runs
   them: the MMA, the TMA atoms, the accumulator pipeline and the tensor-memory allocator take the
   single-CTA forms; every CTA leads itself; the stream-K hand-over reads a 64-row accumulator with
   the 16x256b shape its epilogue uses.
@@ -51,7 +51,9 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
 from cutlass.memory import TmemAllocator
 
-from ... import decode_rule, hardware, schedule, watchdog
+from ... import hardware
+from ...rules import decode_rule, schedule
+from ...runtime import watchdog
 from . import step10_gilbert as parent
 from .step02_tcgen05_tma import AB_DTYPE, ACC_DTYPE, Barrier
 from .step04_tma_store import C_DTYPE, EPI_BARRIER_ID, can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)

@@ -45,7 +45,8 @@ from fractions import Fraction
 import cutlass
 import cutlass.cute as cute
 
-from ... import decode_rule, hardware
+from ... import hardware
+from ...rules import decode_rule
 from . import step11_beyond_the_seed as parent
 from .step04_tma_store import can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
 from .step07_tmem_double_buffer import check_accumulators

@@ -10,7 +10,7 @@ What that buys:
 * TMA writes whole 128-byte rows (box 64 x rows) instead of 16-byte slivers: one copy per tile
   per operand instead of one per 8-column slab, each moving full cache lines.
 * The tensor core's reads of 8 x 16-byte core matrices stay conflict-free (8 distinct bank
-  groups), as they already were in step 2's interleaved layout (``gemm_course.sim``): the
+  groups), as they already were in step 2's interleaved layout (``gemm_course.teaching.sim``): the
   gain is on the write side, whole rows instead of 16-byte pieces 1 KiB apart.
 
 Expected: the seed measured 155 -> 285 TFLOP/s for this change on a B200; on Hopper the same

@@ -24,7 +24,8 @@ import functools
 import cutlass
 import cutlass.cute as cute
 
-from ... import arch, hardware
+from ... import hardware
+from ...runtime import arch
 from . import step07_epilogue_overlap as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 

@@ -7,7 +7,7 @@ of along a whole row of tiles.
 Why: the 132 tiles in flight at once read their A row-panels and B column-panels from L2. A
 row raster's wave covers few rows but a long stretch of columns: every B panel of the wave is
 new. A band of ``group`` rows makes a wave roughly square in tiles, so the panels it touches
-are fewer and more of them are already in L2 (``gemm_course.sim.l2_traffic`` counts them).
+are fewer and more of them are already in L2 (``gemm_course.teaching.sim.l2_traffic`` counts them).
 
 Expected: no gain at 4096^3, where the DRAM traffic is far below what HBM delivers either way; a
 few percent at 8192^3 and on long-K LLM shapes, where the row raster streams B from DRAM over and
@@ -20,7 +20,7 @@ import dataclasses
 
 import cutlass
 
-from ... import tile_order
+from ...rules import tile_order
 from . import step08_persistent as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 

@@ -8,7 +8,7 @@ each wave of concurrent tiles covers a compact patch of C: few A row-panels and 
 column-panels, as with a grouped raster, but without choosing a group size and without the seams
 at band edges. (Step 9's ``group`` knob stays in the Config and is not used.)
 
-The kernel computes its tile from its index with ``gemm_course.tile_order.gilbert_tile``: a
+The kernel computes its tile from its index with ``gemm_course.rules.tile_order.gilbert_tile``: a
 non-recursive descent through the curve's splits (a few dozen integer operations per level, five
 or six levels on a 16 x 16 grid). The producer and the consumers each run it, the consumers
 between a tile's last wgmma and its epilogue, while the tensor cores wait: step 11 has the
@@ -29,7 +29,7 @@ import dataclasses
 
 import cutlass.cute as cute
 
-from ... import tile_order
+from ...rules import tile_order
 from . import step09_grouped_raster as parent
 from .step04_tma_store import can_implement  # noqa: F401  (same shapes as step 4)
 

@@ -15,7 +15,7 @@ kernel without it (``scripts/gpu_tune.py``, NOTES.md), and chapter 11 shows the 
   stage (3 x 48 KiB instead of 4); 1-3% faster at 4096^3 and 8192^3 on the H200.
 * *Stream-K tail.* When the tiles do not fill the last wave (8192^3: 1024 cluster-tiles for 66
   clusters, 15 full waves + 34), the last wave's K loops are split over *all* clusters, about
-  ``34 * 128 / 66`` K tiles each (``gemm_course.schedule``): contiguous runs over the tail's K
+  ``34 * 128 / 66`` K tiles each (``gemm_course.rules.schedule``): contiguous runs over the tail's K
   tiles laid end to end, so a run may hold pieces of two tiles. The piece with a tile's K tile 0
   finishes it: it waits for the other pieces (partial sums in fp32 written to a global
   workspace, each announced by a flag written with release semantics), adds them, and runs the
@@ -31,12 +31,12 @@ kernel without it (``scripts/gpu_tune.py``, NOTES.md), and chapter 11 shows the 
   share a GPC: Hopper's L2 request coalescer merges two SMs' loads of the same sector only within
   one GPC (measured, NOTES.md), and the hardware deals a grid's clusters out to the GPCs in turn,
   so clusters c and c + 1 sit in different GPCs. The host probes once where the clusters land
-  (``gemm_course.placement``) and the kernel permutes each full wave's indices so that each
+  (``gemm_course.rules.placement``) and the kernel permutes each full wave's indices so that each
   GPC's clusters take consecutive places on the curve. A permutation of the cluster indices, so
   every tile is still computed once wherever the GPU happens to place the clusters.
 * *A tile per shape* (``config_for``): when the 128 x 256 tiles make only a few waves and fill
   the last one badly, the host picks 128 x 192 or 128 x 128 tiles, whichever fills its waves
-  best, with the stages that fit and, for 128 x 128, CTA pairs along N (``gemm_course.tile_rule``);
+  best, with the stages that fit and, for 128 x 128, CTA pairs along N (``gemm_course.rules.tile_rule``);
   with long K the 128 x 256 tile runs four stages. The kernel is the same code for every choice; each is compiled once.
 
 Expected: the course's fastest Hopper kernel, level with cuBLAS (NOTES.md has the sweep).
@@ -51,7 +51,8 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 
-from ... import placement, schedule, tile_rule, watchdog
+from ...rules import placement, schedule, tile_rule
+from ...runtime import watchdog
 from . import step10_gilbert as parent
 from .step02_wgmma_tma import AB_DTYPE, C_DTYPE
 from .step04_tma_store import EPI_BARRIER_ID, can_implement  # noqa: F401  (same shapes as step 4)

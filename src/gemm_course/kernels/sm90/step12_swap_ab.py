@@ -41,7 +41,8 @@ import dataclasses
 import cutlass
 import cutlass.cute as cute
 
-from ... import hardware, schedule
+from ... import hardware
+from ...rules import schedule
 from . import step11_beyond_the_seed as parent
 from .step04_tma_store import EPI_BARRIER_ID, can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
 from .step05_cluster_multicast import SMEM_CAPACITY, WARPGROUP, smem_estimate

@@ -18,7 +18,7 @@ def trace_static(fn: Callable[[], None], target: str = _TARGET) -> None:
 
     ``fn`` collects what it needs into Python objects while tracing; the compiled result is dropped.
     """
-    from .... import arch
+    from ....runtime import arch
 
     arch.trace(fn, target=target)
 
@@ -29,7 +29,7 @@ _ARCH_NAMES = {"sm100": "sm100", "blackwell": "sm100", "sm_100a": "sm100"}
 def _step_module(step) -> tuple:
     """``(key, module)`` of a Blackwell step: a ladder ``Step`` (anything with ``key`` and ``load()``),
     or a key such as ``"sm100/5"``, ``"sm100:5"`` or ``("sm100", 5)``, found among this package's
-    ``stepNN_*`` modules. (Read here, not through :mod:`gemm_course.ladder`: the ladder imports the
+    ``stepNN_*`` modules. (Read here, not through :mod:`gemm_course.runtime.ladder`: the ladder imports the
     kernels, and the kernels' package does not import it back.)"""
     if hasattr(step, "load") and hasattr(step, "key"):
         if getattr(step, "arch", "") != "sm100":

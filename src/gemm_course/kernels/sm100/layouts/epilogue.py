@@ -88,7 +88,7 @@ def epilogue_paths(step="sm100/4", config=None, store: Optional[str] = None) -> 
     """
     import cutlass.cute as cute
 
-    from .... import arch
+    from ....runtime import arch
     from ..step02_tcgen05_tma import ACC_DTYPE
 
     gemm = _gemm(step, config)
