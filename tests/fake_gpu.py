@@ -2,7 +2,7 @@
 CUDA events and NVML's total-energy counter, which (as on real boards) moves in coarse steps.
 
     gpu = FakeGPU()
-    gpu.install(monkeypatch)          # torch.cuda.Event / synchronize and bench._now use it
+    gpu.install(monkeypatch)          # torch.cuda.Event / synchronize and the bench's host clock use it
     step = gpu.kernel(ms=0.5, watts=600.0)
     meter = bench.EnergyMeter(gpu.nvml, handle=0)
 """
@@ -51,11 +51,11 @@ class FakeGPU:
     def install(self, monkeypatch):
         import torch
 
-        from gemm_course.measure import bench
+        from gemm_course.measure import timing
 
         monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: FakeEvent(self, enable_timing))
         monkeypatch.setattr(torch.cuda, "synchronize", self.synchronize)
-        monkeypatch.setattr(bench, "_now", lambda: self.now)
+        monkeypatch.setattr(timing, "_now", lambda: self.now)  # the one host clock the bench's modules read
 
     def kernel(self, ms, watts, host_us=10.0, name="kernel"):
         """A launch function: ``host_us`` of host time, then ``ms`` on the GPU at ``watts``."""

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from gemm_course.measure import bench, records
+from gemm_course.measure import bench, records, timing, user_loop
 from gemm_course.runtime import ladder
 from gemm_course.runtime.problem import GemmProblem
 
@@ -78,9 +78,9 @@ def test_compare_reverses_the_order_every_other_round(monkeypatch):
 
     calls = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(bench, "host_seconds_per_launch", lambda fn, launches: 1e-5)
-    monkeypatch.setattr(bench, "time_block", lambda fn, launches, host: 1.0)
-    monkeypatch.setattr(bench, "time_each", lambda fn, repeats, host: calls.append(fn()) or [1.0] * repeats)
+    monkeypatch.setattr(timing, "host_seconds_per_launch", lambda fn, launches: 1e-5)
+    monkeypatch.setattr(timing, "time_block", lambda fn, launches, host: 1.0)
+    monkeypatch.setattr(timing, "time_each", lambda fn, repeats, host: calls.append(fn()) or [1.0] * repeats)
     out = bench.compare({"step": lambda: "step", "cublas": lambda: "cublas"}, warmup=0, repeats=3, rounds=4)
     assert calls == ["step", "cublas", "cublas", "step", "step", "cublas", "cublas", "step"]
     assert all(len(v["each"]) == 12 for v in out.values())
@@ -219,7 +219,7 @@ def test_sustained_alternates_providers_and_records_energy_ratio(monkeypatch):
     providers = {"step": gpu.kernel(0.5, 600.0, name="step"), "cublas": gpu.kernel(0.5, 700.0, name="cublas")}
     calls = []
     real_b2b = bench.back_to_back
-    monkeypatch.setattr(bench, "back_to_back", lambda fn, n: calls.append(fn) or real_b2b(fn, n))
+    monkeypatch.setattr(user_loop, "back_to_back", lambda fn, n: calls.append(fn) or real_b2b(fn, n))
     out = bench.sustained(providers, {"step": 0.5, "cublas": 0.5}, b2b_seconds=0.02, b2b_rounds=2,
                           energy_seconds=0.4, energy_rounds=3, meter=bench.EnergyMeter(gpu.nvml, 0))
     assert [next(k for k, f in providers.items() if f is fn) for fn in calls] == ["step", "cublas", "cublas", "step"]
@@ -243,7 +243,7 @@ def test_sustained_without_nvml_records_none_and_why(monkeypatch):
     def refused(fn_on, launches):
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    monkeypatch.setattr(bench, "graph_back_to_back",
+    monkeypatch.setattr(user_loop, "graph_back_to_back",
                         lambda fn_on, launches: 0.09 if fn_on == "cublas" else refused(fn_on, launches))
     out = bench.sustained(providers, {"step": 0.1, "cublas": 0.1}, b2b_seconds=0.01, energy_seconds=0.5,
                           graph_providers={"step": "step", "cublas": "cublas"}, meter=None,

@@ -43,6 +43,16 @@ and swap order every other round, as above (:func:`sustained`):
 * the host's time per call of the launcher and of ``torch.mm``, and of the launcher's parts
   (:func:`host_launch_breakdown`): ``host_launch_breakdown_us``.
 
+Where each part lives (every name is re-exported here, where the chapters, scripts and tests call
+it: ``bench.compare``, ``bench.sustained``, ...): :mod:`.timing` (the host clock, per-launch
+events, :func:`compare`, :func:`host_launch_breakdown`), :mod:`.bandwidth` (the memory roofline,
+:class:`Rotation`), :mod:`.user_loop` (back to back, CUDA graphs, :func:`sustained`),
+:mod:`.energy` (NVML's counter), :mod:`.environment` (provenance: :func:`environment`,
+:func:`clocks`); here, :func:`bench_step`, which makes a record of them, the peers timed beside
+cuBLAS and :func:`bench_seconds`. A patch of a name takes effect where its caller reads it:
+:func:`bench_step`'s helpers here, :func:`compare`'s in :mod:`.timing`, :func:`sustained`'s in
+:mod:`.user_loop`, the host clock ``timing._now``.
+
 Records are JSON files under ``results/<gpu-slug>/``, written by :func:`write_records`;
 :mod:`gemm_course.measure.records` holds the writer and the schema, reads and queries the records (``write_records``,
 ``load_records``, ``latest``, ``RESULTS_DIR`` and the broad sweep's shapes are also reachable from here,
@@ -52,19 +62,25 @@ never the other way round.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import datetime
-import math
-import platform
-import statistics
-import subprocess
-import time
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 from ..runtime import ladder
 from ..runtime.problem import GemmProblem, make_inputs, reference, relative_error
 from . import records
+from .bandwidth import (  # noqa: F401  (re-exported)
+    DATASHEET_TB_S,
+    ROTATE_CACHE_FACTOR,
+    Rotation,
+    bandwidth_fields,
+    copy_tb_s,
+    datasheet_tb_s,
+    rotated_providers,
+    rotation_sets,
+)
+from .energy import ENERGY_SKIP_S, EnergyMeter, energy_block, energy_fields, open_meter  # noqa: F401  (re-exported)
+from .environment import clocks, environment  # noqa: F401  (re-exported)
 from .records import (  # noqa: F401  (re-exported: the chapters and scripts call bench.load_records, bench.write_records, ...)
     FEW_WAVE_KS,
     FEW_WAVE_MNS,
@@ -82,490 +98,24 @@ from .records import (  # noqa: F401  (re-exported: the chapters and scripts cal
     shape_class,
     write_records,
 )
-
-_now = time.perf_counter  # the host clock of every wall-clock measurement here (the tests replace it)
-
-
-def tflops(problem: GemmProblem, ms: float) -> float:
-    return problem.flops / (ms * 1e-3) / 1e12
-
-
-def summarize(times_ms: list) -> dict:
-    """Median, min, max and spread of per-launch times (ms)."""
-    s = sorted(times_ms)
-    med = statistics.median(s)
-    return {
-        "median": med,
-        "min": s[0],
-        "max": s[-1],
-        "p10": s[int(0.1 * (len(s) - 1))],
-        "p90": s[int(0.9 * (len(s) - 1))],
-        "n": len(s),
-    }
-
-
-def host_seconds_per_launch(fn: Callable, launches: int = 20) -> float:
-    """Host time to enqueue one launch (no synchronization inside the loop)."""
-    import torch
-
-    torch.cuda.synchronize()
-    t0 = _now()
-    for _ in range(launches):
-        fn()
-    t = (_now() - t0) / launches
-    torch.cuda.synchronize()
-    return t
-
-
-def _queue_ahead(host_seconds: float):
-    """Keep the GPU busy while the host enqueues a block, so no launch waits for Python."""
-    import torch
-
-    torch.cuda._sleep(int(min(max(host_seconds * 1.5, 1e-3) * 2.0e9, 2e10)))  # cycles at ~2 GHz
-
-
-def time_each(fn: Callable, repeats: int, host_seconds: float = 0.0) -> list:
-    """Per-launch times in ms, each launch between its own pair of CUDA events."""
-    import torch
-
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    _queue_ahead(host_seconds * repeats * 1.2)
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
-
-
-def time_block(fn: Callable, launches: int, host_seconds: float = 0.0) -> float:
-    """Mean ms per launch over a block of back-to-back launches (the seed's protocol)."""
-    import torch
-
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    _queue_ahead(host_seconds * launches)
-    s.record()
-    for _ in range(launches):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return s.elapsed_time(e) / launches
-
-
-def compare(providers: dict, warmup: int = 10, repeats: int = 100, rounds: int = 5, seed_launches: int = 100) -> dict:
-    """Time several providers interleaved in one process: {name: {'each': [...], 'seed_mean': ms}}."""
-    import torch
-
-    for fn in providers.values():
-        for _ in range(warmup):
-            fn()
-    torch.cuda.synchronize()
-    host = {name: host_seconds_per_launch(fn, launches=min(20, max(repeats, 2))) for name, fn in providers.items()}
-    out = {name: {"each": [], "seed_mean": None, "host_launch_us": host[name] * 1e6} for name in providers}
-    for name, fn in providers.items():  # the seed's protocol: 10 warm-up (done), 100 launches, mean
-        out[name]["seed_mean"] = time_block(fn, seed_launches, host[name])
-    names = list(providers)
-    for i in range(rounds):  # every other round reversed: each block follows each provider equally often
-        for name in names if i % 2 == 0 else names[::-1]:
-            out[name]["each"] += time_each(providers[name], repeats, host[name])
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# the memory roofline: bytes over time, and operands that do not sit in L2
-# ---------------------------------------------------------------------------------------------
-
-# HBM bandwidth by the vendors' datasheets (TB/s), by a substring of the GPU's name, most specific first
-DATASHEET_TB_S = (("H100 PCIe", 2.0), ("H100 NVL", 3.9), ("H100", 3.35), ("H200", 4.8), ("B200", 8.0), ("GB200", 8.0))
-ROTATE_CACHE_FACTOR = 3  # operand sets in turn cover at least this many L2s, so each launch reads DRAM
-
-
-def datasheet_tb_s(gpu_name: Optional[str]) -> Optional[float]:
-    """The datasheet's HBM bandwidth of a GPU by its name (None where the course does not know it)."""
-    for part, tb_s in DATASHEET_TB_S:
-        if gpu_name and part in gpu_name:
-            return tb_s
-    return None
-
-
-def rotation_sets(set_bytes: int, cache_bytes: int, factor: int = ROTATE_CACHE_FACTOR) -> int:
-    """How many operand sets, used in turn, keep a launch's operands out of an L2 of ``cache_bytes``."""
-    return max(1, math.ceil(factor * cache_bytes / max(set_bytes, 1)))
-
-
-class Rotation:
-    """Calls ``fns`` in turn, each bound to its own operands: in a model's decode step every layer
-    has its own weights, so a GEMM finds none of them in L2; timing one set over and over would
-    measure the cache."""
-
-    def __init__(self, fns: Sequence[Callable]):
-        self.fns, self.next = list(fns), 0
-
-    def __call__(self):
-        fn = self.fns[self.next]
-        self.next = (self.next + 1) % len(self.fns)
-        fn()
-
-
-def rotated_providers(launches: dict, problem: GemmProblem, a, b, out, seed: int = 0) -> tuple:
-    """({name: Rotation} for each prepared launcher of ``launches`` and for cuBLAS (``"cublas"``), the
-    record's ``rotation``): the first operand set is ``a``, ``b`` (cuBLAS writes ``out``), the others
-    fresh (seeds ``seed + 1`` on), enough of them for :func:`rotation_sets`; each launcher is prepared
-    again, with its own config, on every other set."""
-    import torch
-
-    from ..runtime import run
-
-    cache = torch.cuda.get_device_properties(a.device).L2_cache_size
-    sets = rotation_sets(problem.min_bytes, cache)
-    others = [make_inputs(problem, "cuda", seed + 1 + i) for i in range(sets - 1)]
-    rotated = {name: Rotation([launch] + [run.prepare(launch.step, x, w, y, launch.config) for x, w, y in others])
-               for name, launch in launches.items()}
-    rotated["cublas"] = Rotation([(lambda x=x, w=w, y=y: torch.mm(x, w.t(), out=y)) for x, w, y in [(a, b, out)] + others])
-    return rotated, {"sets": sets, "set_bytes": problem.min_bytes, "l2_bytes": cache,
-                     "how": "each provider launches on its operand sets in turn (bench.Rotation)"}
-
-
-def copy_tb_s(gib: float = 2.0, repeats: int = 20) -> float:
-    """Measured device-to-device copy bandwidth, TB/s counting bytes read plus bytes written
-    (median of ``repeats`` copies of ``gib`` GiB): the memory ceiling this GPU reaches today."""
-    import torch
-
-    n = int(gib * 2**30) // 2
-    src, dst = torch.empty(n, dtype=torch.bfloat16, device="cuda").normal_(), torch.empty(n, dtype=torch.bfloat16, device="cuda")
-    for _ in range(3):
-        dst.copy_(src)
-    times = time_each(lambda: dst.copy_(src), repeats)
-    return 2 * n * 2 / (statistics.median(times) * 1e-3) / 1e12
-
-
-def bandwidth_fields(problem: GemmProblem, step_ms: float, cublas_ms: float, gpu_name: Optional[str],
-                     copy: Optional[float] = None) -> dict:
-    """A record's memory roofline: the fewest bytes (A and B read once, C written once) over each
-    median time, and their fractions of the datasheet's and of the measured copy bandwidth."""
-    sheet = datasheet_tb_s(gpu_name)
-    out = {"min_bytes": problem.min_bytes, "tb_s": problem.min_bytes / (step_ms * 1e-3) / 1e12,
-           "cublas_tb_s": problem.min_bytes / (cublas_ms * 1e-3) / 1e12, "datasheet_tb_s": sheet, "copy_tb_s": copy}
-    for name, ceiling in (("datasheet", sheet), ("copy", copy)):
-        out[f"fraction_of_{name}"] = out["tb_s"] / ceiling if ceiling else None
-        out[f"cublas_fraction_of_{name}"] = out["cublas_tb_s"] / ceiling if ceiling else None
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# as a user's loop sees it: back to back with the host in the loop, a CUDA graph, energy
-# ---------------------------------------------------------------------------------------------
-
-B2B_MIN_LAUNCHES = 10
-B2B_MAX_LAUNCHES = 5000
-ENERGY_SKIP_S = 0.1  # counter steps in a block's first 100 ms are not used (they may count the idle time before it)
-
-
-def b2b_launches(per_launch_ms: float, seconds: float) -> int:
-    """Launches of a back-to-back block: enough to cover ``seconds`` at ``per_launch_ms``, at least
-    :data:`B2B_MIN_LAUNCHES`, at most :data:`B2B_MAX_LAUNCHES`."""
-    n = math.ceil(seconds * 1e3 / per_launch_ms) if per_launch_ms > 0 else B2B_MAX_LAUNCHES
-    return max(B2B_MIN_LAUNCHES, min(B2B_MAX_LAUNCHES, n))
-
-
-def back_to_back(fn: Callable, launches: int) -> dict:
-    """``launches`` calls of ``fn`` with the host in the loop (no GPU sleep ahead, as a training loop
-    launches): ``wall_ms``, the host's wall clock from before the first call to after a
-    synchronize at the end, and ``event_ms``, CUDA events around the loop, each per launch."""
-    import torch
-
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = _now()
-    start.record()
-    for _ in range(launches):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    wall = _now() - t0
-    return {"wall_ms": wall * 1e3 / launches, "event_ms": start.elapsed_time(end) / launches}
-
-
-def capture_graph(fn_on: Callable, launches: int):
-    """A ``torch.cuda.CUDAGraph`` of ``launches`` calls, captured on a side stream: ``fn_on(stream)``
-    returns the callable that launches on ``stream`` (a launcher bound to it; ``torch.mm`` takes
-    the current stream, which is ``stream`` during the capture). One call on the side stream
-    before the capture, as torch asks; the capture is relaxed (a launch path that makes a call CUDA
-    deems unsafe during capture is not refused for it)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    fn = fn_on(side)
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side, capture_error_mode="relaxed"):
-        for _ in range(launches):
-            fn()
-    return graph
-
-
-def graph_back_to_back(fn_on: Callable, launches: int, replays: int = 1) -> float:
-    """ms per launch of ``launches`` calls captured in one CUDA graph (:func:`capture_graph`),
-    from CUDA events around ``replays`` replays after one untimed replay."""
-    import torch
-
-    graph = capture_graph(fn_on, launches)
-    graph.replay()  # the first replay uploads the graph
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    ms = start.elapsed_time(end) / (launches * replays)
-    graph.reset()
-    return ms
-
-
-class EnergyMeter:
-    """NVML's total-energy counter (millijoules since the driver loaded) and SM clock of one GPU."""
-
-    def __init__(self, nvml, handle):
-        self.nvml, self.handle = nvml, handle
-
-    def energy_mj(self) -> int:
-        return self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
-
-    def sm_clock_mhz(self) -> Optional[float]:
-        try:
-            return float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
-        except Exception:
-            return None
-
-
-def _nvml_handle(nvml, device: int):
-    """The NVML handle of torch's CUDA device ``device``: by PCI bus id (CUDA and NVML may number
-    GPUs differently), else NVML's index ``device``."""
-    try:
-        import torch
-
-        p = torch.cuda.get_device_properties(device)
-        bus = f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
-        for key in (bus, bus.encode()):
-            try:
-                return nvml.nvmlDeviceGetHandleByPciBusId(key)
-            except Exception:
-                continue
-    except Exception:
-        pass
-    return nvml.nvmlDeviceGetHandleByIndex(device)
-
-
-def open_meter(device: int = 0) -> tuple:
-    """``(EnergyMeter, None)``, or ``(None, why not)`` where ``pynvml`` (nvidia-ml-py) is missing,
-    NVML does not start or the GPU has no total-energy counter. Imports ``pynvml`` only here."""
-    try:
-        import pynvml
-    except ImportError as e:
-        return None, f"no NVML: the pynvml module (nvidia-ml-py) is not installed ({e})"
-    try:
-        pynvml.nvmlInit()
-    except Exception as e:
-        return None, f"NVML did not start: {type(e).__name__}: {e}"
-    try:
-        handle = _nvml_handle(pynvml, device)
-        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
-    except Exception as e:
-        return None, f"NVML's total-energy counter is not available on this GPU: {type(e).__name__}: {e}"
-    return EnergyMeter(pynvml, handle), None
-
-
-def energy_block(fn: Callable, seconds: float, chunk: int, meter: EnergyMeter, in_flight: int = 2,
-                 clock_every_s: float = 0.01, skip_s: float = ENERGY_SKIP_S) -> dict:
-    """Energy per launch of ``fn`` run back to back for ``seconds``, from NVML's counter.
-
-    The host enqueues ``chunk`` launches at a time and records an event after each chunk; it keeps
-    at most ``in_flight`` chunks queued ahead of the GPU and, while it waits for the oldest to
-    finish (and once after every chunk), polls the counter, noting each time the value changed,
-    and the SM clock every ``clock_every_s``. Power is the energy between the first and the last
-    change after ``skip_s`` over the host time between them; times the block's event-timed ms per
-    launch it is the energy per launch. Where the host launches more slowly than the GPU runs, the
-    gaps between launches count too, as they do in a user's loop. With fewer than two such changes,
-    the counter's readings before and after the block (``method: whole block``: coarse).
-
-    Returns ``{launches, event_ms, power_w, window_s, j_per_gemm, clocks_mhz, changes, method}``."""
-    import torch
-
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    pending: collections.deque = collections.deque()
-    changes, clocks_mhz = [], []
-    e0 = last = meter.energy_mj()
-    t0 = _now()
-    next_clock = t0
-
-    def poll():
-        nonlocal last, next_clock
-        e, t = meter.energy_mj(), _now()
-        if e != last:
-            changes.append((t, e))
-            last = e
-        if t >= next_clock:
-            mhz = meter.sm_clock_mhz()
-            if mhz is not None:
-                clocks_mhz.append(mhz)
-            next_clock = t + clock_every_s
-
-    launches = 0
-    start.record()
-    while _now() - t0 < seconds:
-        for _ in range(chunk):
-            fn()
-        launches += chunk
-        ev = torch.cuda.Event()
-        ev.record()
-        pending.append(ev)
-        poll()
-        while len(pending) > in_flight:
-            while not pending[0].query():
-                poll()
-            pending.popleft()
-    end.record()
-    torch.cuda.synchronize()
-    t1, e1 = _now(), meter.energy_mj()
-    event_ms = start.elapsed_time(end) / launches
-    used = [(t, e) for t, e in changes if t - t0 >= skip_s]
-    if len(used) >= 2 and used[-1][0] > used[0][0]:
-        (ta, ea), (tb, eb) = used[0], used[-1]
-        power, window, method = (eb - ea) / 1e3 / (tb - ta), tb - ta, "counter changes"
-    else:
-        power, window, method = (e1 - e0) / 1e3 / (t1 - t0), t1 - t0, "whole block"
-    return {"launches": launches, "event_ms": event_ms, "power_w": power, "window_s": window,
-            "j_per_gemm": power * event_ms / 1e3, "clocks_mhz": clocks_mhz, "changes": len(changes), "method": method}
-
-
-def energy_fields(blocks: dict, note: Optional[str] = None) -> dict:
-    """A record's energy fields from each provider's :func:`energy_block` results (``{name: [block,
-    ...]}``, one per round): per provider the mean energy per GEMM over the rounds and each round's,
-    the seconds of counter window it rests on, the launches, the mean power and the median SM clock
-    of all samples. A provider without blocks gets None; ``energy_note`` is ``note`` (why there is
-    no energy) or, where a block fell back to the whole-block reading, says so."""
-    out = {"energy_j_per_gemm": {}, "energy_j_per_gemm_rounds": {}, "energy_window_s": {}, "energy_launches": {},
-           "energy_power_w": {}, "sm_clock_mhz_median": {}}
-    whole = []
-    for name, rounds in blocks.items():
-        if not rounds:
-            for key in out:
-                out[key][name] = None
-            continue
-        out["energy_j_per_gemm"][name] = statistics.mean(b["j_per_gemm"] for b in rounds)
-        out["energy_j_per_gemm_rounds"][name] = [b["j_per_gemm"] for b in rounds]
-        out["energy_window_s"][name] = sum(b["window_s"] for b in rounds)
-        out["energy_launches"][name] = sum(b["launches"] for b in rounds)
-        out["energy_power_w"][name] = statistics.mean(b["power_w"] for b in rounds)
-        samples = [mhz for b in rounds for mhz in b["clocks_mhz"]]
-        out["sm_clock_mhz_median"][name] = statistics.median(samples) if samples else None
-        whole += [name for b in rounds if b["method"] != "counter changes"]
-    if note is None and whole:
-        note = (f"{len(whole)} block(s) ({', '.join(sorted(set(whole)))}) saw fewer than two counter changes: "
-                "energy read before and after the block (coarse)")
-    out["energy_note"] = note
-    return out
-
-
-def sustained(providers: dict, per_launch_ms: dict, b2b_seconds: float = 0.0, b2b_rounds: int = 2,
-              energy_seconds: float = 0.0, energy_rounds: int = 2, graph_providers: Optional[dict] = None,
-              meter: Optional[EnergyMeter] = None, meter_note: Optional[str] = None, chunk_ms: float = 1.0) -> dict:
-    """The record fields of the user's-loop measurements of ``providers`` (``{name: fn}``, each's
-    per-launch median in ``per_launch_ms``): back-to-back blocks (:func:`back_to_back`, when
-    ``b2b_seconds``) and energy blocks (:func:`energy_block`, when ``energy_seconds``; None
-    with ``meter_note`` as the reason when ``meter`` is None), a provider's back-to-back block
-    before its energy block, providers in turn and in the opposite order every other round; then,
-    with ``graph_providers`` (``{name: fn_on(stream)}``), each provider's launches in a CUDA graph
-    (:func:`graph_back_to_back`, as many as its back-to-back block). Back-to-back values are
-    medians over the rounds."""
-    names = list(providers)
-    launches = {n: b2b_launches(per_launch_ms[n], b2b_seconds or 0.05) for n in names}
-    chunks = {n: max(1, round(chunk_ms / per_launch_ms[n])) for n in names}
-    b2b = {n: [] for n in names}
-    energy = {n: [] for n in names}
-    measure_energy = energy_seconds > 0 and meter is not None
-    rounds = max(b2b_rounds if b2b_seconds > 0 else 0, energy_rounds if measure_energy else 0)
-    for i in range(rounds):
-        for name in names if i % 2 == 0 else names[::-1]:
-            if b2b_seconds > 0 and i < b2b_rounds:
-                b2b[name].append(back_to_back(providers[name], launches[name]))
-            if measure_energy and i < energy_rounds:
-                energy[name].append(energy_block(providers[name], energy_seconds, chunks[name], meter))
-    out: dict = {}
-    if b2b_seconds > 0:
-        out["b2b_ms"] = {n: statistics.median(b["wall_ms"] for b in b2b[n]) for n in names}
-        out["b2b_event_ms"] = {n: statistics.median(b["event_ms"] for b in b2b[n]) for n in names}
-    if b2b_seconds > 0 or graph_providers:
-        out["b2b_launches"] = launches
-    if graph_providers:
-        out["b2b_graph_ms"], notes = {}, []
-        for name, fn_on in graph_providers.items():
-            try:
-                out["b2b_graph_ms"][name] = graph_back_to_back(fn_on, launches[name])
-            except Exception as e:  # capture refused: recorded, not fatal
-                out["b2b_graph_ms"][name] = None
-                notes.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
-        out["b2b_graph_note"] = "; ".join(notes) or None
-    if energy_seconds > 0:
-        out.update(energy_fields(energy, None if measure_energy else meter_note))
-    return out
-
-
-def host_launch_breakdown(launch, cublas: Callable, check: Optional[Callable] = None, launches: int = 200,
-                          repeats: int = 5) -> dict:
-    """The host's time per call, in us (median over ``repeats`` loops of ``launches`` calls, each
-    loop behind a GPU sleep so no call waits for the GPU): the prepared launcher (``launcher``,
-    a ``run.Launcher``), ``torch.mm`` (``torch_mm``), and the launcher's parts: building its
-    argument tuple (``call_arguments``), the DSL turning it into C pointers
-    (``execution_args``, no launch) and a launch from C pointers built once beforehand
-    (``prebuilt``: the compiled function's executor, ``compiled.to(None)``, its
-    ``run_compiled_program``; no Python argument handling). ``check(launch_fn)``,
-    if given, runs ``launch_fn`` once on a poisoned output and returns its relative error
-    (``prebuilt_rel_error``): the prebuilt path must compute the same GEMM. Parts this DSL
-    version lacks are None, with ``note``."""
-    import torch
-
-    from ..runtime import arch
-
-    def per_call(fn) -> float:
-        values = []
-        for _ in range(repeats):
-            torch.cuda.synchronize()
-            _queue_ahead(launches * 100e-6)  # 100 us of GPU sleep per call queued
-            t0 = _now()
-            for _ in range(launches):
-                fn()
-            values.append((_now() - t0) / launches * 1e6)
-            torch.cuda.synchronize()
-        return statistics.median(values)
-
-    out = {"launcher": per_call(launch), "torch_mm": per_call(cublas), "launches": launches, "repeats": repeats,
-           "call_arguments": None, "execution_args": None, "prebuilt": None, "prebuilt_rel_error": None, "note": None}
-    out["call_arguments"] = per_call(lambda: arch.call_arguments(launch.operands, launch.stream))
-    compiled = launch.artifacts.compiled
-    try:
-        args = arch.call_arguments(launch.operands, launch.stream)
-        executor = compiled.to(None)  # bound to the current device, as a call's default executor is
-        out["execution_args"] = per_call(lambda: executor.generate_execution_args(*args))
-        exe_args, adapted = executor.generate_execution_args(*args)  # adapted: kept alive while exe_args are used
-
-        def prebuilt():
-            executor.run_compiled_program(exe_args)
-
-        if check is not None:
-            out["prebuilt_rel_error"] = check(prebuilt)
-        out["prebuilt"] = per_call(prebuilt)
-        del adapted
-    except Exception as e:
-        out["note"] = f"{type(e).__name__}: {str(e)[:200]}"
-    return out
+from .timing import (  # noqa: F401  (re-exported)
+    compare,
+    host_launch_breakdown,
+    host_seconds_per_launch,
+    summarize,
+    tflops,
+    time_block,
+    time_each,
+)
+from .user_loop import (  # noqa: F401  (re-exported)
+    B2B_MAX_LAUNCHES,
+    B2B_MIN_LAUNCHES,
+    b2b_launches,
+    back_to_back,
+    capture_graph,
+    graph_back_to_back,
+    sustained,
+)
 
 
 def bench_seconds(step_ms: float, cublas_ms: float, warmup: int = 10, repeats: int = 100, rounds: int = 5,
@@ -582,65 +132,6 @@ def bench_seconds(step_ms: float, cublas_ms: float, warmup: int = 10, repeats: i
         seconds += (b2b_rounds * n * ms / 1e3 if b2b_seconds > 0 else 0.0) + (2 * n * ms / 1e3 if graph else 0.0)
         seconds += energy_rounds * max(energy_seconds, ms / 1e3) if energy_seconds > 0 else 0.0
     return seconds
-
-
-# ---------------------------------------------------------------------------------------------
-# provenance
-# ---------------------------------------------------------------------------------------------
-
-
-def _nvidia_smi(query: str) -> Optional[list]:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
-            capture_output=True, text=True, timeout=10,
-        )
-        return [v.strip() for v in out.stdout.strip().split(",")] if out.returncode == 0 else None
-    except Exception:
-        return None
-
-
-def clocks() -> Optional[dict]:
-    vals = _nvidia_smi("clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu")
-    if not vals or len(vals) < 5:
-        return None
-    keys = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temperature_c")
-    res = {}
-    for k, v in zip(keys, vals):
-        try:
-            res[k] = float(v)
-        except ValueError:
-            res[k] = None
-    return res
-
-
-def environment() -> dict:
-    import torch
-
-    env = {
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-    }
-    try:
-        import cutlass
-
-        env["cutlass_dsl"] = cutlass.__version__
-    except Exception:
-        env["cutlass_dsl"] = None
-    drv = _nvidia_smi("driver_version")
-    env["driver"] = drv[0] if drv else None
-    if torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0)
-        env["sm_count"] = p.multi_processor_count
-        env["capability"] = f"{p.major}.{p.minor}"
-    return env
-
-
-# ---------------------------------------------------------------------------------------------
-# benchmarks
-# ---------------------------------------------------------------------------------------------
 
 
 PEERS = ("triton",)  # kernels a reader would otherwise use, timed beside cuBLAS on request
