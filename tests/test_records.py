@@ -191,6 +191,31 @@ def test_ab_changes_and_table_read_an_ab_run(tmp_path):
     assert records.ab_table([("absent", "new", "old")], where).startswith("No A/B run")
 
 
+def test_a_patch_of_results_dir_reaches_every_reader(tmp_path, monkeypatch):
+    """records.RESULTS_DIR is read only in records itself (its readers and writer stay there when the
+    queries moved beside it): a patch of it, or of the flat name, moves all of them."""
+    import os
+
+    import gemm_course
+    from gemm_course.measure import ab_runs, hardware_counters, record_queries, sweep_shapes, sweeps
+
+    assert not any(hasattr(m, "RESULTS_DIR") for m in (ab_runs, hardware_counters, record_queries, sweep_shapes, sweeps))
+    rows = [{"shape": "4096x4096x4096", "variant": v, "median_ms": ms} for v, ms in (("new", 1.0), ("old", 1.1))]
+    where = _tuning(tmp_path, rows)
+    for target in (records, "gemm_course.records"):
+        monkeypatch.undo()
+        if isinstance(target, str):
+            monkeypatch.setattr(f"{target}.RESULTS_DIR", where)
+        else:
+            monkeypatch.setattr(target, "RESULTS_DIR", where)
+        path = records.write_records([bench_record("sm90/3", 1.0, 2.0, "2030-01-05T10:00:00")], "t")
+        assert path.startswith(where) and gemm_course.records.RESULTS_DIR == where
+        assert [r["_file"].split("/")[0] for r in records.load_records()] == ["results"]
+        assert records.load_tuning("tune_x")["what"] == "a synthetic A/B"
+        assert "| 4096x4096x4096 | +10.0% |" in records.ab_table([("tune_x", "new", "old")])
+        os.remove(path)
+
+
 def test_ncu_readers_take_the_typed_records():
     """The chapters read Nsight Compute results as ``kind: ncu`` records, never the text logs."""
     from gemm_course.measure import bench, records
