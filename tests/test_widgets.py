@@ -17,7 +17,7 @@ import pytest
 from synthetic import bench_record
 
 from gemm_course.runtime import arch, ladder
-from gemm_course.teaching import inspect, sim, widgets
+from gemm_course.teaching import explorer_rows, inspect, sim, widgets
 
 # ---------------------------------------------------------------------------------------------
 # pure: keys, CTAs per SM, tensor memory, records, the static page
@@ -84,7 +84,7 @@ def _row(step, values, ok=True, **facts):
     step = ladder.get(step)
     config = step.config(**dict(zip((n for n, _ in step.knobs), values)))
     row = {"step": step.key, "target": step.target, "config": dataclasses.asdict(config), "ok": ok,
-           "label": widgets._label(config, [n for n, _ in step.knobs]), "reason": "" if ok else "too big </script>"}
+           "label": explorer_rows._label(config, [n for n, _ in step.knobs]), "reason": "" if ok else "too big </script>"}
     if ok:
         row.update(registers=90, smem_bytes=14336, local_bytes=0, stack_bytes=0, spills=False, threads=128,
                    tmem_columns=None, stages={}, ctas_per_sm=5, limiter=["registers"],
@@ -251,3 +251,31 @@ def test_tile_explorer_shows_its_table_where_no_kernel_runs(table):
     assert {k: v for k, v in row.items() if k != "compile_s"} == \
         {k: v for k, v in same.items() if k not in ("compile_s", "measured")}
     assert "CTA(s) per SM" in e.out.value
+
+
+@pytest.mark.compile
+def test_time_it_asks_the_plan_whether_the_size_runs(monkeypatch):
+    """"time it" plans the chosen size with the chosen config (plan.for_problem, the rule run.prepare
+    applies) and shows the plan's refusal instead of timing; a size the plan takes is timed."""
+    from gemm_course.measure import bench
+    from gemm_course.runtime import plan
+    from gemm_course.runtime.problem import GemmInputError
+
+    e = widgets.TileExplorer("sm90/3")
+    monkeypatch.setattr(e, "can_time", lambda: True)  # as on an H100
+    asked, timed = [], []
+
+    def for_problem(step, problem, config=None, target=None):
+        asked.append((step.key, problem.label, config))
+        if problem.m == 8192:
+            raise GemmInputError(f"{step.key} cannot compute {problem.label}: <too big>")
+
+    monkeypatch.setattr(plan, "for_problem", for_problem)
+    monkeypatch.setattr(bench, "bench_step", lambda step, problem, config, **kw: timed.append(problem) or
+                        bench_record("sm90/3", 100.0, 400.0, "2030-01-01T00:00:00"))
+    e.size_box.value = 8192
+    assert e.time_it() is None and timed == []
+    assert "sm90/3 cannot compute 8192x8192x8192: &lt;too big&gt;" in e.time_out.value
+    assert asked == [("sm90/3", "8192x8192x8192", e.config())]
+    e.size_box.value = 4096
+    assert e.time_it() is not None and [p.m for p in timed] == [4096] and len(e.records) == 1
