@@ -13,7 +13,7 @@ import pytest
 import yaml
 from synthetic import bench_record
 
-from gemm_course.measure import b200, stepwise
+from gemm_course.measure import b200, b200_status, stepwise
 from gemm_course.runtime import ladder
 
 pytestmark = pytest.mark.fast
@@ -428,4 +428,4 @@ def test_the_hopper_line_names_steps_without_a_record():
     assert every.startswith("every step run") and "NVIDIA H200" in every and "not yet" not in every
     some = b200.hopper_status([_h200(k) for k in keys[:3]])
     assert some.startswith("steps 1-3 run")
-    assert f"{b200._steps_text(keys[3:])} compiled and checked on the CPU, not yet measured" in some
+    assert f"{b200_status._steps_text(keys[3:])} compiled and checked on the CPU, not yet measured" in some

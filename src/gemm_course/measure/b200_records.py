@@ -1,0 +1,218 @@
+"""What the B200 kit (``scripts/b200_validate.sh``) leaves in its output folder OUT, taken further:
+its bench files copied into ``results/<gpu>/`` (only those whose every record passed the check),
+its A/B of step 11's split tail into ``results/tuning/``, the short table it prints last, and its
+logs, redacted and published under ``results/logs/``. ``python -m gemm_course.measure.b200``
+(``copy``, ``table``, ``redact``, ``logs``) runs these.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import statistics
+from typing import Optional
+
+
+def _record_files(out: str) -> list:
+    return sorted(glob.glob(os.path.join(out, "*.json")))
+
+
+def copy_records(out: str, results_dir: Optional[str] = None) -> list:
+    """Copy each bench file of ``out`` into ``results/<gpu-slug>/`` (where records.load_records reads them).
+
+    A file with a record whose output failed the check is not copied: numbers of a wrong kernel are
+    worthless. Returns [(source, destination or None, why)].
+    """
+    from ..runtime.run import TOLERANCE
+    from .bench import gpu_slug
+    from .records import RESULTS_DIR
+
+    results_dir = results_dir or RESULTS_DIR
+    done = []
+    for path in _record_files(out):
+        with open(path) as f:
+            records = json.load(f).get("records", [])
+        if not records:
+            done.append((path, None, "no records"))
+            continue
+        bad = [r for r in records if not (r.get("rel_error", float("inf")) < TOLERANCE)]
+        if bad:
+            done.append((path, None, f"{len(bad)} record(s) with rel. error >= {TOLERANCE}: not copied"))
+            continue
+        folder = os.path.join(results_dir, gpu_slug(records[0].get("gpu") or "unknown-gpu"))
+        os.makedirs(folder, exist_ok=True)
+        dest = os.path.join(folder, os.path.basename(path))
+        if os.path.exists(dest):
+            done.append((path, dest, "already there"))
+            continue
+        shutil.copy2(path, dest)
+        done.append((path, dest, "copied"))
+    return done
+
+
+SWEEP_TAGS = ("sweep", "broad_sweep", "broad_sweep_reversed")  # the kit's sweeps (an older kit ran "sweep")
+
+# The kit's A/B of step 11's split tail against the same kernel without it (scripts/gpu_tune.py,
+# every variant checked against float32 before it is timed): what calibrates the hand-over's price,
+# schedule.FIXUP_K_TILES, on a B200. Its output folder under OUT, and its name under results/tuning/.
+TAIL_AB = "tail_ab"
+TAIL_AB_RUN = "tune_b200_tail_split"
+TAIL_AB_SHAPES = ("4096", "12288", "16384", "1024x1024x8192", "8192x4096x28672")
+TAIL_AB_VARIANTS = ("sm100/11", "sm100/11:stream_k=False")
+
+
+def tail_ab_command() -> str:
+    """The tail A/B as the kit runs it (OUT for its output folder)."""
+    variants = " ".join(f'"{v}"' if ":" in v else v for v in TAIL_AB_VARIANTS)
+    return f"scripts/gpu_tune.py {variants} --shapes {' '.join(TAIL_AB_SHAPES)} --out OUT/{TAIL_AB}"
+
+
+def tail_ab_run(results_dir: Optional[str] = None) -> str:
+    """The newest tail A/B under results/tuning/ (``tune_b200_tail_split_<UTC date>``, one per kit
+    run), as :func:`gemm_course.measure.records.load_tuning` names it; TAIL_AB_RUN when there is none."""
+    from .records import RESULTS_DIR
+
+    found = sorted(glob.glob(os.path.join(results_dir or RESULTS_DIR, "tuning", TAIL_AB_RUN + "*.json.gz")))
+    return os.path.basename(found[-1])[: -len(".json.gz")] if found else TAIL_AB_RUN
+
+
+def copy_tail_ab(out: str, results_dir: Optional[str] = None) -> Optional[tuple]:
+    """OUT/tail_ab/tune.json -> results/tuning/tune_b200_tail_split_<UTC date of the run>.json.gz, with
+    what it compared and its command (as every tuning run the book reads). (source, destination or
+    None, why), or None when the kit ran no tail A/B."""
+    import datetime
+    import gzip
+
+    from .records import RESULTS_DIR
+
+    source = os.path.join(out, TAIL_AB, "tune.json")
+    if not os.path.exists(source):
+        return None
+    with open(source) as f:
+        tune = json.load(f)
+    if not tune.get("rows"):
+        return source, None, "no rows"
+    folder = os.path.join(results_dir or RESULTS_DIR, "tuning")
+    stamp = datetime.datetime.fromtimestamp(os.path.getmtime(source), datetime.timezone.utc).strftime("%Y%m%dT%H%M")
+    dest = os.path.join(folder, f"{TAIL_AB_RUN}_{stamp}.json.gz")
+    if os.path.exists(dest):
+        return source, dest, "already there"
+    os.makedirs(folder, exist_ok=True)
+    gpu = (tune.get("env") or {}).get("gpu", "a B200")
+    tune.update(what=f"step 11's split tail against the same kernel without it (stream_k=False), interleaved with "
+                     f"cuBLAS; the B200 kit on {gpu}", command=tail_ab_command())
+    with gzip.open(dest, "wt") as f:
+        json.dump(tune, f)
+    return source, dest, "copied"
+
+
+def tail_ab_lines(tune: dict) -> list:
+    """Per shape of the tail A/B: the split tail over the whole one, beside the tail model's expectation."""
+    from ..kernels.sm100.step11_beyond_the_seed import model_speedup
+    from .records import ab_changes
+
+    lines = []
+    for shape, changes in ab_changes(tune, *TAIL_AB_VARIANTS).items():
+        parts, model = model_speedup(*map(int, shape.split("x")))
+        measured = ", ".join(f"{1 + c:.3f}" for c in changes)
+        lines.append(f"split tail over whole at {shape}: {measured} (the tail model: {float(model):.3f}, "
+                     f"{parts} part{'s' if parts > 1 else ''} per tail tile)")
+    return lines
+
+
+def table(out: str) -> str:
+    """The ladder (TFLOP/s and ratio to cuBLAS per shape) and a one-line summary of each sweep."""
+    from .records import geomean, shape_of, sweep_classes
+
+    records = []
+    for path in _record_files(out):
+        with open(path) as f:
+            tag = os.path.basename(path).rsplit(".", 1)[0].split("_", 1)[-1]
+            records += [dict(r, _tag=tag) for r in json.load(f).get("records", []) if r.get("kind") == "bench"]
+    if not records:
+        return "no bench records under OUT"
+    lines = []
+    ladder_recs = [r for r in records if r["_tag"] not in SWEEP_TAGS]
+    if ladder_recs:
+        shapes = sorted({shape_of(r) for r in ladder_recs})
+        head = "".join(f"  {'x'.join(map(str, s)):>16} {'ratio':>6}" for s in shapes)
+        lines.append(f"{'step':<10}{head}")
+        by = {(r["step"], shape_of(r)): r for r in ladder_recs}
+        steps = sorted({r["step"] for r in ladder_recs}, key=lambda k: (k.split("/")[0], int(k.split("/")[1])))
+        for step in steps:
+            cells = ""
+            for s in shapes:
+                r = by.get((step, s))
+                cells += f"  {r['tflops']['median']:16.1f} {r['ratio_to_cublas']:6.3f}" if r else f"  {'-':>16} {'-':>6}"
+            lines.append(f"{step:<10}{cells}")
+        cublas = {s: statistics.median(r["cublas_tflops"]["median"] for k, r in by.items() if k[1] == s) for s in shapes}
+        lines.append(f"{'cuBLAS':<10}" + "".join(f"  {cublas[s]:16.1f} {'':>6}" for s in shapes))
+        from ..kernels.sm100.step11_beyond_the_seed import model_speedup
+
+        for s in shapes:  # the final step's one idea against its parent, and what the tail model expected
+            old, new = by.get(("sm100/10", s)), by.get(("sm100/11", s))
+            if old and new:
+                parts, model = model_speedup(*s)
+                lines.append(f"sm100/11 over sm100/10 at {'x'.join(map(str, s))}: "
+                             f"{new['tflops']['median'] / old['tflops']['median']:.3f} (the tail model: "
+                             f"{float(model):.3f}, {parts} part{'s' if parts > 1 else ''} per tail tile)")
+    for tag in SWEEP_TAGS:
+        for step in sorted({r["step"] for r in records if r["_tag"] == tag}):
+            sweep = [r for r in records if r["_tag"] == tag and r["step"] == step]
+            ratios = sorted((r["ratio_to_cublas"], "x".join(str(r["shape"][d]) for d in "mnk")) for r in sweep)
+            lines.append(
+                f"{tag.replace('_', ' ')} {step}: {len(sweep)} shapes, ratio to cuBLAS geometric mean "
+                f"{geomean(v for v, _ in ratios):.3f}, min {ratios[0][0]:.3f} ({ratios[0][1]}), "
+                f"max {ratios[-1][0]:.3f} ({ratios[-1][1]})"
+            )
+            if tag != "sweep":  # the broad sweep: a line per shape class
+                for name, c in sweep_classes(sweep).items():
+                    if name != "all":
+                        lines.append(f"  {name}: {c['shapes']} shapes, geometric mean {c['geomean']:.3f}, "
+                                     f"lowest {c['lowest']:.3f} ({c['lowest_shape']})")
+    tail_ab = os.path.join(out, TAIL_AB, "tune.json")
+    if os.path.exists(tail_ab):
+        with open(tail_ab) as f:
+            lines += tail_ab_lines(json.load(f))
+    worst = max(records, key=lambda r: r.get("rel_error", 0.0))
+    lines.append(f"largest rel. error vs float32: {worst['rel_error']:.1e} ({worst['step']})")
+    return "\n".join(lines)
+
+
+def redact_logs(out: str, repo: str) -> list:
+    """Replace the folders of this machine in ``out``'s logs by OUT, REPO and ~ (the logs are meant
+    to be published with the records, which already name no folder). Returns the files changed."""
+    pairs = [(os.path.abspath(out), "OUT"), (os.path.abspath(repo), "REPO"), (os.path.expanduser("~"), "~")]
+    pairs = [(old, new) for old, new in pairs if len(old) > 1]  # never replace a bare "/"
+    changed = []
+    for path in sorted(glob.glob(os.path.join(out, "*.log")) + glob.glob(os.path.join(out, "*.xml"))):
+        with open(path, errors="replace") as f:
+            text = f.read()
+        new_text = text
+        for old, new in sorted(pairs, key=lambda p: -len(p[0])):  # the longest first: OUT may lie in REPO or ~
+            new_text = new_text.replace(old, new)
+        if new_text != text:
+            with open(path, "w") as f:
+                f.write(new_text)
+            changed.append(path)
+    return changed
+
+
+def publish_logs(out: str, results_dir: Optional[str] = None) -> list:
+    """Copy ``out``'s logs (already redacted) to ``results/logs/<UTC date>_b200_<name>.log``, the names
+    the book cites them by (``results/logs/*_b200_*.log``). Returns the destinations."""
+    import datetime
+
+    from .records import RESULTS_DIR
+
+    folder = os.path.join(results_dir or RESULTS_DIR, "logs")
+    os.makedirs(folder, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M")
+    done = []
+    for path in sorted(glob.glob(os.path.join(out, "*.log"))):
+        dest = os.path.join(folder, f"{stamp}_b200_{os.path.basename(path)}")
+        shutil.copy2(path, dest)
+        done.append(dest)
+    return done
