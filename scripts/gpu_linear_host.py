@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from gemm_course.runtime import linear as lin
-from gemm_course.runtime import run
+from gemm_course.runtime import linear_checks, linear_kept, run
 from gemm_course.runtime.problem import relative_error
 
 
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         arch_name = lin.machine_arch()
         plan = lin.route_plan(arch_name, args.m, args.n, args.k)
-        key, workspace = lin._workspace(plan.step, plan.config, x.device, (args.m, args.n, args.k))
+        key, workspace = linear_kept._workspace(plan.step, plan.config, x.device, (args.m, args.n, args.k))
         launcher = run.prepare(plan, x, w, y, workspace=workspace)
         # kept arguments take over a launcher's views: one of their own
         relaunch, kept = launcher.relauncher(), run.KeptArguments(run.prepare(plan, x, w, y, workspace=workspace))
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
         off, kept_only, both = (False, False), (True, False), (True, True)
         parts = {  # name: ((kept arguments, direct calls) for linear, the part)
             "route_plan (cached)": (off, lambda: lin.route_plan(arch_name, args.m, args.n, args.k)),
-            "linear's own checks (_operands)": (off, lambda: lin._operands(x, w, None, y, "cuda")),
+            "linear's own checks (_operands)": (off, lambda: linear_checks._operands(x, w, None, y, "cuda")),
             "run.prepare with the plan": (off, lambda: run.prepare(plan, x, w, y, workspace=workspace)),
             "the launch alone (Launcher())": (off, launcher),
             "a kept launch, views per call (Relauncher)": (off, lambda: relaunch(x, w, y)),

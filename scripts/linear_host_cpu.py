@@ -26,7 +26,7 @@ import types
 
 import torch
 
-from gemm_course.runtime import arch, problem, run
+from gemm_course.runtime import arch, linear_checks, linear_kept, problem, run
 from gemm_course.runtime import linear as lin
 
 H100 = arch.Machine("NVIDIA H100 80GB HBM3 (faked)", (9, 0), 132, "sm_90a")
@@ -59,8 +59,8 @@ def faked_gpu(compiled):
     for module in (run, lin):
         patch(module, "validate", on_cpu)
     patch(lin, "validate_gemm", on_cpu)
-    patch(lin, "_device_rule", lambda weight, bias, device_type: "")
-    patch(lin, "_KEPT_DEVICE_TYPE", "cpu")  # CPU tensors take the kept path
+    patch(linear_checks, "_device_rule", lambda weight, bias, device_type: "")
+    patch(linear_kept, "_KEPT_DEVICE_TYPE", "cpu")  # CPU tensors take the kept path
     patch(torch.cuda, "current_device", lambda: None)  # a CPU tensor's device index
     stream = types.SimpleNamespace(cuda_stream=7)
     patch(torch.cuda, "current_stream", lambda device=None: stream)
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
 
     parts = {
         "route_plan (cached)": lambda: lin.route_plan("sm90", m, n, k),
-        "linear's own checks (_operands)": lambda: lin._operands(x, w, None, y, "cpu"),
+        "linear's own checks (_operands)": lambda: linear_checks._operands(x, w, None, y, "cpu"),
         "problem.validate (run.prepare's)": lambda: problem.validate(x, w, y, device_type="cpu"),
         "CuTe views of A, B, C": lambda: arch.runtime_operands(x, w, y),
         "CUstream + Launcher()": lambda: run.Launcher(plan.step, plan.config, plan.problem, None, views,
@@ -150,8 +150,8 @@ def main(argv=None) -> int:
         parts["whole call: linear(x, w, out=y), GPU faked"] = lambda: lin.linear(x, w, out=y)
         parts["whole call: linear(x, w), GPU faked"] = lambda: lin.linear(x, w)
         parts["the op's body alone (_linear, out=y)"] = lambda: lin._linear(x, w, None, y)
-        if hasattr(lin, "_signature"):
-            parts["the call's signature (_signature)"] = lambda: lin._signature(x, w, None, y)
+        if hasattr(linear_kept, "_signature"):
+            parts["the call's signature (_signature)"] = lambda: linear_kept._signature(x, w, None, y)
         if kept_option:
             parts["whole call, out=y, kept arguments (not default)"] = lambda: lin.linear(x, w, out=y)
             parts["whole call, kept arguments (not default)"] = lambda: lin.linear(x, w)

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gemm_course.runtime import arch, ladder, run
+from gemm_course.runtime import arch, ladder, linear_checks, linear_kept, run
 from gemm_course.runtime import linear as lin
 from gemm_course.runtime.problem import GemmInputError, GemmProblem, relative_error
 
@@ -152,21 +152,21 @@ def test_out_must_match_and_be_contiguous():
 def test_inputs_are_flattened_and_copied_only_when_the_kernel_cannot_read_them():
     w = bf16(8, 16)
     x = bf16(2, 3, 16)
-    a, c, result = lin._operands(x, w, None, None, "cpu")
+    a, c, result = linear_checks._operands(x, w, None, None, "cpu")
     assert a.shape == (6, 16) and a.data_ptr() == x.data_ptr()  # a view
     assert c.shape == (6, 8) and result.shape == (2, 3, 8) and result.data_ptr() == c.data_ptr()
-    one, _, result = lin._operands(bf16(16), w, None, None, "cpu")
+    one, _, result = linear_checks._operands(bf16(16), w, None, None, "cpu")
     assert one.shape == (1, 16) and result.shape == (8,)  # F.linear's 1-D input
     t = bf16(3, 2, 16).transpose(0, 1)  # rows not evenly spaced: reshape copies
-    a, *_ = lin._operands(t, w, None, None, "cpu")
+    a, *_ = linear_checks._operands(t, w, None, None, "cpu")
     assert a.is_contiguous() and torch.equal(a, t.reshape(6, 16))
     padded = bf16(6, 20)[:, :16]  # a view with a row stride of 20: TMA needs a multiple of 8
-    a, *_ = lin._operands(padded, w, None, None, "cpu")
+    a, *_ = linear_checks._operands(padded, w, None, None, "cpu")
     assert a.data_ptr() != padded.data_ptr() and a.stride() == (16, 1) and torch.equal(a, padded)
     wide = bf16(6, 24)[:, :16]  # a row stride of 24 is fine: no copy
-    assert lin._operands(wide, w, None, None, "cpu")[0].data_ptr() == wide.data_ptr()
+    assert linear_checks._operands(wide, w, None, None, "cpu")[0].data_ptr() == wide.data_ptr()
     odd = bf16(6 * 16 + 1)[1:].view(6, 16)  # 2 bytes in: copied to an aligned tensor
-    assert lin._operands(odd, w, None, None, "cpu")[0].data_ptr() % 16 == 0
+    assert linear_checks._operands(odd, w, None, None, "cpu")[0].data_ptr() % 16 == 0
 
 
 # ---- patch_linears ----
@@ -242,8 +242,8 @@ def test_patch_linears_refuses_linears_with_a_forward_of_their_own(pretend, monk
 
 def _weights_pass(monkeypatch, unless=lambda weight: False):
     """Let CPU layers pass patch_linears' weight checks (all, or all but those ``unless`` picks)."""
-    monkeypatch.setattr(lin, "_weight_rule", lambda weight, bias: "refused" if unless(weight) else "")
-    monkeypatch.setattr(lin, "_device_rule", lambda weight, bias, device_type: "")
+    monkeypatch.setattr(linear_checks, "_weight_rule", lambda weight, bias: "refused" if unless(weight) else "")
+    monkeypatch.setattr(linear_checks, "_device_rule", lambda weight, bias, device_type: "")
 
 
 @pytest.mark.fast
@@ -333,11 +333,11 @@ def fake_launch(monkeypatch):
     lin.clear_cache()
     monkeypatch.setattr(lin, "machine_arch", lambda: "sm90")
     monkeypatch.setattr(ladder, "decode", lambda arch="sm90": None)  # route: step 11 at every M
-    monkeypatch.setattr(lin, "_device_rule", lambda weight, bias, device_type: "")
+    monkeypatch.setattr(linear_checks, "_device_rule", lambda weight, bias, device_type: "")
     monkeypatch.setattr(torch.cuda, "current_device", lambda: None)  # a CPU tensor's device index
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: types.SimpleNamespace(cuda_stream=state.stream))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state.capturing)
-    monkeypatch.setattr(lin, "_in_graphs", [])
+    monkeypatch.setattr(linear_kept, "_in_graphs", [])
     monkeypatch.setattr(run, "allocate_workspace", lambda step, config, device: allocated.append(config) or
                         run.Workspace(step.key, config, torch.device(device)))
     monkeypatch.setattr(run, "prepare", FakeLaunch)
@@ -361,7 +361,7 @@ def test_calls_on_one_stream_share_one_workspace_per_config(fake_launch):
     fake_launch.stream = 1
     lin.linear(x, w)
     assert len(fake_launch.allocated) == 2 and fake_launch.prepared[-1].workspace is first.workspace
-    assert set(lin._workspaces) == {("sm90/11", first.config, None, 1), ("sm90/11", first.config, None, 2)}
+    assert set(linear_kept._workspaces) == {("sm90/11", first.config, None, 1), ("sm90/11", first.config, None, 2)}
     lin.clear_cache()
     lin.linear(x, w)
     assert len(fake_launch.allocated) == 3
@@ -554,13 +554,13 @@ def test_a_second_call_reuses_the_cached_workspace_and_agrees():
     w = torch.randn(1000, 4000, device="cuda").to(torch.bfloat16)
     lin.clear_cache()
     first = lin.linear(x, w)
-    assert len(lin._workspaces) == 1
-    (key, workspace), = lin._workspaces.items()
+    assert len(linear_kept._workspaces) == 1
+    (key, workspace), = linear_kept._workspaces.items()
     assert (key[0], key[1]) == (step.key, lin.route(step.arch, 1000, 1000, 4000)[1])
     ptrs = [t.data_ptr() for t in workspace.tensors]
     second = lin.linear(x, w)
     torch.cuda.synchronize()
-    assert list(lin._workspaces) == [key] and lin._workspaces[key] is workspace
+    assert list(linear_kept._workspaces) == [key] and linear_kept._workspaces[key] is workspace
     assert [t.data_ptr() for t in workspace.tensors] == ptrs
 
     def same(a, b):  # Hopper's static schedule sums the parts in one order; on Blackwell the last to arrive sums
@@ -574,7 +574,7 @@ def test_a_second_call_reuses_the_cached_workspace_and_agrees():
     with torch.cuda.stream(side):  # another stream: scratch of its own
         third = lin.linear(x, w)
     side.synchronize()
-    assert len(lin._workspaces) == 2 and same(third, first)
+    assert len(linear_kept._workspaces) == 2 and same(third, first)
 
 
 @pytest.mark.gpu

@@ -13,7 +13,7 @@ from test_linear import MLP, _mlp_float32, _weights_pass, bf16
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gemm_course.runtime import linear as lin
-from gemm_course.runtime import run
+from gemm_course.runtime import linear_kept, run
 from gemm_course.runtime.problem import GemmInputError, relative_error
 
 pretend, fake_launch = test_linear.pretend, test_linear.fake_launch  # the fixtures, shared
@@ -120,32 +120,32 @@ def test_a_config_first_met_during_capture_is_refused_asking_for_a_warm_up(fake_
     with pytest.raises(GemmInputError, match=r"during CUDA-graph capture .*sm90/11 for 7x128x64.*Run the model once "
                                              r"eagerly with the shapes you capture \(a warm-up"):
         lin.linear(x, w)
-    assert fake_launch.allocated == [] and fake_launch.prepared == [] and lin._workspaces == {}
+    assert fake_launch.allocated == [] and fake_launch.prepared == [] and linear_kept._workspaces == {}
 
 
 @pytest.mark.fast
 def test_a_capture_after_a_warm_up_allocates_no_scratch(fake_launch):
     x, w = bf16(7, 64), bf16(128, 64)
     lin.linear(x, w)  # the warm-up, eager, on stream 1
-    (warm,) = lin._workspaces.values()
+    (warm,) = linear_kept._workspaces.values()
     fake_launch.stream, fake_launch.capturing = 2, True  # torch.cuda.graph captures on a stream of its own
     x2 = bf16(7, 64)
     y = lin.linear(x2, w)
     assert fake_launch.allocated == [warm.config] and fake_launch.prepared[-1].workspace is warm
-    assert list(lin._workspaces.values()) == [warm]  # nothing kept for the capture stream
+    assert list(linear_kept._workspaces.values()) == [warm]  # nothing kept for the capture stream
     assert torch.allclose(y.float(), F.linear(x2, w).float(), rtol=2e-2, atol=2e-2)
     with pytest.raises(GemmInputError, match="during CUDA-graph capture"):  # N = 4096: another config, not warmed
         lin.linear(bf16(7, 64), bf16(4096, 64))
     fake_launch.capturing = False  # eager on that stream: scratch of its own, as before
     lin.linear(x, w)
-    assert len(fake_launch.allocated) == 2 and len(lin._workspaces) == 2
+    assert len(fake_launch.allocated) == 2 and len(linear_kept._workspaces) == 2
     fake_launch.capturing = True  # a capture now uses its own stream's scratch
     lin.linear(x, w)
-    own = lin._workspaces[("sm90/11", warm.config, None, 2)]
+    own = linear_kept._workspaces[("sm90/11", warm.config, None, 2)]
     assert fake_launch.prepared[-1].workspace is own
-    assert lin._in_graphs == [warm, own]  # what the graphs launch with, once each
+    assert linear_kept._in_graphs == [warm, own]  # what the graphs launch with, once each
     lin.clear_cache()
-    assert lin._workspaces == {} and lin._in_graphs == [warm, own]  # the graphs may replay: kept for the process
+    assert linear_kept._workspaces == {} and linear_kept._in_graphs == [warm, own]  # the graphs may replay: kept for the process
 
 
 @pytest.mark.fast
@@ -157,7 +157,7 @@ def test_scratch_is_kept_only_once_prepare_has_taken_it(fake_launch, monkeypatch
     monkeypatch.setattr(run, "prepare", refuse)
     with pytest.raises(GemmInputError, match="16-byte"):
         lin.linear(bf16(4, 64), bf16(128, 64))
-    assert lin._workspaces == {}
+    assert linear_kept._workspaces == {}
 
 
 # ---- on a course GPU: an MLP block in a CUDA graph and under torch.compile ----
@@ -195,10 +195,10 @@ def test_an_mlp_block_captured_in_a_cuda_graph_replays_on_fresh_inputs(m):
         with torch.cuda.stream(side):
             mlp(static_x)
         torch.cuda.current_stream().wait_stream(side)
-        kept = dict(lin._workspaces)
+        kept = dict(linear_kept._workspaces)
         with torch.cuda.graph(graph):
             static_out = mlp(static_x)
-    assert lin._workspaces == kept  # the capture allocated no scratch
+    assert linear_kept._workspaces == kept  # the capture allocated no scratch
     steps = {key[0] for key in kept}
     assert steps == {lin.route(lin.machine_arch(), m, n, k)[0].key for n, k in ((2816, 1024), (1024, 2816))}
     for i in range(3):  # fresh inputs copied into the static input, then a replay
@@ -218,7 +218,7 @@ def test_capturing_a_shape_without_a_warm_up_is_refused():
     with pytest.raises(GemmInputError, match="Run the model once eagerly"):
         with torch.inference_mode(), lin.patch_linears(mlp), torch.cuda.graph(graph):
             mlp(x)
-    assert lin._workspaces == {}
+    assert linear_kept._workspaces == {}
     with torch.inference_mode(), lin.patch_linears(mlp):  # the GPU is fine afterwards: an eager call works
         _agrees(mlp(x), mlp, x)
 
@@ -246,6 +246,6 @@ def test_an_mlp_block_under_torch_compile_reduce_overhead(m):
     with torch.inference_mode(), lin.patch_linears(mlp):
         compiled = torch.compile(mlp, mode="reduce-overhead", fullgraph=True)
         outs = [compiled(xi).clone() for xi in inputs]  # a replay's output is overwritten by the next
-    assert lin._in_graphs, "the compiled block was captured with the kept scratch"
+    assert linear_kept._in_graphs, "the compiled block was captured with the kept scratch"
     for out, xi in zip(outs, inputs):
         _agrees(out, mlp, xi)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from test_linear import bf16
 
 from gemm_course.runtime import linear as lin
+from gemm_course.runtime import linear_kept
 from gemm_course.runtime.problem import GemmInputError
 
 fake_launch = test_linear.fake_launch  # the fixture, shared
@@ -17,7 +18,7 @@ fake_launch = test_linear.fake_launch  # the fixture, shared
 
 @pytest.fixture
 def kept(fake_launch, monkeypatch):
-    monkeypatch.setattr(lin, "_KEPT_DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(linear_kept, "_KEPT_DEVICE_TYPE", "cpu")
     return fake_launch
 
 
@@ -42,10 +43,10 @@ def _message(fn):
 def test_a_signatures_second_call_is_kept_and_agrees(kept):
     x, w, b = bf16(2, 3, 64), bf16(128, 64), bf16(128)
     y = lin.linear(x, w, b)
-    assert len(lin._calls) == 1
+    assert len(linear_kept._calls) == 1
     x2 = bf16(2, 3, 64)
     y2 = lin.linear(x2, w, b)  # the same signature: no new launcher, one more launch
-    assert len(lin._calls) == 1 and len(kept.prepared) == 2
+    assert len(linear_kept._calls) == 1 and len(kept.prepared) == 2
     assert kept.prepared[-1].a.data_ptr() == x2.data_ptr()  # a view, not a copy
     for xi, yi in ((x, y), (x2, y2)):
         assert yi.shape == (2, 3, 128)
@@ -55,9 +56,9 @@ def test_a_signatures_second_call_is_kept_and_agrees(kept):
         assert lin.linear(bf16(6, 64), w, out=out) is out
     assert lin.linear(bf16(64), w).shape == (128,)  # F.linear's 1-D input, kept too
     assert lin.linear(bf16(64), w).shape == (128,)
-    assert len(lin._calls) == 3
+    assert len(linear_kept._calls) == 3
     lin.clear_cache()
-    assert lin._calls == {}
+    assert linear_kept._calls == {}
 
 
 @pytest.mark.fast
@@ -66,10 +67,10 @@ def test_another_stream_or_a_capture_takes_the_whole_path(kept):
     lin.linear(x, w)
     kept.stream = 2
     lin.linear(x, w)
-    assert len(lin._calls) == 2 and len(kept.allocated) == 2
+    assert len(linear_kept._calls) == 2 and len(kept.allocated) == 2
     kept.capturing = True  # a capture checks everything and keeps nothing new
     lin.linear(bf16(4, 64), w)
-    assert len(lin._calls) == 2
+    assert len(linear_kept._calls) == 2
 
 
 @pytest.mark.fast
@@ -78,7 +79,7 @@ def test_a_kept_signature_refuses_a_weight_off_16_bytes_in_the_first_calls_words
     first = _message(lambda: lin.linear(x, _odd(128, 64)))
     assert "16-byte aligned" in first and "B the weight" in first
     lin.linear(x, bf16(128, 64))  # the signature is kept now
-    assert len(lin._calls) == 1
+    assert len(linear_kept._calls) == 1
     assert _message(lambda: lin.linear(x, _odd(128, 64))) == first
 
 
@@ -110,7 +111,7 @@ def test_a_kept_signature_copies_what_its_strides_need_copied_every_call(kept):
         lin.linear(padded, w)
         a = kept.prepared[-1].a
         assert a.stride() == (64, 1) and a.data_ptr() != padded.data_ptr() and torch.equal(a, padded)
-    assert len(lin._calls) == 1
+    assert len(linear_kept._calls) == 1
 
 
 @pytest.mark.fast
@@ -128,7 +129,7 @@ def test_a_kept_signature_refuses_an_output_sharing_bytes_with_an_operand(kept, 
     launches = len(kept.prepared)
     assert _message(lambda: lin.linear(x, w, out=out)).startswith(
         f"linear: C shares memory with an input ({'A' if what == 'input' else 'B'})")
-    assert len(kept.prepared) == launches and len(lin._calls) == 1  # refused before any launch
+    assert len(kept.prepared) == launches and len(linear_kept._calls) == 1  # refused before any launch
 
 
 @pytest.mark.fast
@@ -245,7 +246,7 @@ def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments, direct_calls)
                     y = lin.linear(x, w, bias, out=out if with_out else None)
                 ref = F.linear(x.float(), w.float(), None if bias is None else bias.float())
                 assert relative_error(y.reshape(-1, 2816), ref.reshape(-1, 2816)) < run.TOLERANCE
-        kinds = {type(call.launch) for call in lin._calls.values()}
+        kinds = {type(call.launch) for call in linear_kept._calls.values()}
         assert kinds == ({run.KeptArguments} if kept_arguments else {run.Relauncher})
         padded = torch.randn(16, 1032, device="cuda").to(torch.bfloat16)[:, :1024]  # a view, read in place
         odd = torch.randn(16 * 1024 + 1, device="cuda").to(torch.bfloat16)[1:].view(16, 1024)  # copied per call
@@ -276,7 +277,7 @@ def direct(kept, monkeypatch):
         return body(*args)
 
     monkeypatch.setattr(lin, "_linear", counted)
-    monkeypatch.setattr(lin, "_direct_calls", True)
+    monkeypatch.setattr(linear_kept, "_direct_calls", True)
     kept.ops = calls
     return kept
 
@@ -354,8 +355,8 @@ def test_arguments_that_are_not_tensors_are_refused_in_words(monkeypatch):
 
 @pytest.mark.fast
 def test_the_kept_signatures_are_bounded_oldest_first(kept, monkeypatch):
-    monkeypatch.setattr(lin, "_MAX_CALLS", 3)
+    monkeypatch.setattr(linear_kept, "_MAX_CALLS", 3)
     w = bf16(128, 64)
     for m in range(1, 6):
         lin.linear(bf16(m, 64), w)
-    assert [sig[0] for sig in lin._calls] == [torch.Size([3, 64]), torch.Size([4, 64]), torch.Size([5, 64])]
+    assert [sig[0] for sig in linear_kept._calls] == [torch.Size([3, 64]), torch.Size([4, 64]), torch.Size([5, 64])]

@@ -97,7 +97,7 @@ KERNEL_RUNTIME = {"gemm_course.runtime.arch", "gemm_course.runtime.problem", "ge
 # the imports across the layers' order that stand, each with its reason
 ACROSS = {
     ("gemm_course.runtime.linear", "gemm_course.measure.records"): "the decode step is routed to only after a record of it",
-    ("gemm_course.runtime.linear", "gemm_course.measure.b200"): "the warning on a B200 step without a B200 record",
+    ("gemm_course.runtime.linear", "gemm_course.measure.b200_status"): "the warning on a B200 step without a B200 record",
     ("gemm_course.rules.placement", "gemm_course.measure.records"): "main, the probes' command line, writes their record",
 }
 GRAPH = import_graph(PACKAGE)

@@ -19,19 +19,20 @@ Everything it cannot take is refused before launch with a
 ``torch.compile(fullgraph=True)`` puts the call in its graph as one node instead of breaking there.
 
 Host time counts here (a decode GEMM runs for 10-30 us), so what does not change between calls is
-kept: the step and config per shape, and the step's scratch per (step, config, device, stream)
-(:class:`gemm_course.runtime.run.Workspace`), allocated and filled on the first call only. The kernels
-themselves are compiled once per config by :func:`gemm_course.runtime.arch.compile_step`. The first call of
-a signature (the tensors' shapes, strides, dtypes and devices, the stream) makes every check once,
-linear's and then the GEMM's (:func:`gemm_course.runtime.problem.validate`), and keeps what it found with its
-launcher (:class:`_Call`); a later call of the signature checks only what can change, the data
-pointers (16-byte alignment, output bytes shared with an input), and makes the CuTe views of A, B and
-C. With :func:`use_kept_arguments` (off by default: not yet checked on a GPU) it makes no views
-either: the launch's arguments are marshalled once per signature and only the data pointers are
-written per call; with :func:`use_direct_calls` (off by default, not yet checked on a GPU either) an
-eager call skips the torch dispatcher where no mode, trace or compile could see the op. The kept
-scratch is one fp32 tile per CTA of the grid for each config in use (17 MB for a 128 x 256 tile on
-132 SMs); :func:`clear_cache` frees it.
+kept: the step and config per shape (:func:`route_plan`), and the step's scratch per (step, config,
+device, stream) (:class:`gemm_course.runtime.run.Workspace`), allocated and filled on the first call
+only. The kernels themselves are compiled once per config by :func:`gemm_course.runtime.arch.compile_step`.
+The first call of a signature (the tensors' shapes, strides, dtypes and devices, the stream) makes
+every check once, linear's (:mod:`gemm_course.runtime.linear_checks`) and then the GEMM's
+(:func:`gemm_course.runtime.problem.validate`), and keeps what it found with its launcher; a later
+call of the signature checks only what can change, the data pointers (16-byte alignment, output
+bytes shared with an input), and makes the CuTe views of A, B and C (what is kept, and how:
+:mod:`gemm_course.runtime.linear_kept`). With :func:`use_kept_arguments` (off by default: not yet
+checked on a GPU) it makes no views either: the launch's arguments are marshalled once per
+signature and only the data pointers are written per call; with :func:`use_direct_calls` (off by
+default, not yet checked on a GPU either) an eager call skips the torch dispatcher where no mode,
+trace or compile could see the op. The kept scratch is one fp32 tile per CTA of the grid for each
+config in use (17 MB for a 128 x 256 tile on 132 SMs); :func:`clear_cache` frees it.
 
 **CUDA graphs.** A call under ``torch.cuda.graph`` capture synchronises nothing and allocates only
 its output (and a copy of an input the kernel cannot read) through torch's caching allocator,
@@ -49,27 +50,21 @@ a graph was captured with stays allocated for the process, :func:`clear_cache` i
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
-import math
 import warnings
 
 import torch
 
-from ..measure import b200
+from ..measure import b200_status
 from ..measure import records as rec
-from . import arch, ladder, plan, run
-from .problem import ELEMS_PER_16B, TMA_ALIGN_BYTES, GemmInputError, GemmProblem, layout_rule, operand_rule, shape_rules
+from . import arch, ladder, linear_checks, linear_kept, plan, run
+from .linear_kept import use_direct_calls, use_kept_arguments  # noqa: F401  (linear's options, re-exported)
+from .problem import GemmInputError, GemmProblem
 from .problem import validate as validate_gemm
 
 # what the GEMM's messages call A, B and C, said once after a message of run.prepare's checks
 _ROLES = "(in the GEMM behind linear, A is the input as (M, K), B the weight (N, K), C the output (M, N))"
 _MARK = "_gemm_course_linear"  # set on the forwards patch_linears installs
-_NO_BACKWARD = (
-    "linear: autograd is on and an operand requires grad, but the course's kernels have no backward "
-    "(the output would carry no gradient): run under torch.no_grad() or torch.inference_mode(), or use "
-    "torch.nn.functional.linear to train."
-)
 
 # Up to this many rows (tokens) a GEMM on Hopper is bound by W's bytes, not by its FLOPs (about M
 # FLOP per byte of W against a ridge of ~180-270: NOTES.md, "Decode-sized GEMMs on Hopper"), so it
@@ -89,13 +84,7 @@ def decode_step_verified(arch_name: str, records=None) -> bool:
     recs = records if records is not None else rec.load_records()
     return any(r.get("step", "").split(":")[0] == step.key and r.get("gpu") for r in recs)
 
-_workspaces: dict = {}  # (step key, config, device index, stream handle) -> run.Workspace
-_calls: dict = {}  # a call's signature (_signature) -> _Call, what its first call found
-_MAX_CALLS = 4096  # signatures kept, as route_plan's shapes
-_KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the kept path on the CPU change it)
-_kept_arguments = False  # use_kept_arguments
-_direct_calls = False  # use_direct_calls
-_in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
+
 _b200_warned: set = set()  # step keys linear warned about, once per process (no B200 record yet)
 
 
@@ -186,8 +175,8 @@ def linear(input, weight, bias=None, *, out=None):
         # refused there, in words the op's schema would not find
         return _first_call(machine_arch(), input, weight, bias, out, None)
     if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
-        raise GemmInputError(_NO_BACKWARD)  # checked here: inside the op, autograd is already off
-    if _direct_calls and _unobserved(tensors):
+        raise GemmInputError(linear_checks._NO_BACKWARD)  # checked here: inside the op, autograd is already off
+    if linear_kept._direct_calls and linear_kept._unobserved(tensors):
         result = _linear(input, weight, bias, out)
         if out is not None:
             torch.autograd.graph.increment_version(out)  # as the op's ADInplaceOrView kernel does for out
@@ -200,13 +189,14 @@ def linear(input, weight, bias=None, *, out=None):
 
 def _linear(input, weight, bias, out):
     """What the op runs: linear's checks, the route, the kept scratch, the launch, the bias. A call
-    whose signature ran before on this stream takes what was kept for it (:class:`_Call`)."""
+    whose signature ran before on this stream takes what was kept for it
+    (:class:`gemm_course.runtime.linear_kept._Call`)."""
     arch_name = machine_arch()
     signature = None
     # on a GPU, outside a capture (which runs once): what the signature's first call found
-    if input.device.type == _KEPT_DEVICE_TYPE and not torch.cuda.is_current_stream_capturing():
-        signature = _signature(input, weight, bias, out)
-        call = _calls.get(signature)
+    if input.device.type == linear_kept._KEPT_DEVICE_TYPE and not torch.cuda.is_current_stream_capturing():
+        signature = linear_kept._signature(input, weight, bias, out)
+        call = linear_kept._calls.get(signature)
         if call is not None:
             result = call.run(input, weight, bias, out)
             if result is not None:
@@ -214,70 +204,10 @@ def _linear(input, weight, bias, out):
     return _first_call(arch_name, input, weight, bias, out, signature)
 
 
-def _signature(input, weight, bias, out) -> tuple:
-    """What linear's checks depend on besides the data pointers: the tensors' shapes, strides, dtypes
-    and devices, the current device and stream."""
-    return (input.shape, input.stride(), input.dtype, input.device,
-            weight.shape, weight.stride(), weight.dtype, weight.device,
-            None if bias is None else (bias.shape, bias.dtype, bias.device),
-            None if out is None else (out.shape, out.stride(), out.dtype, out.device),
-            torch.cuda.current_device(), torch.cuda.current_stream().cuda_stream)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class _Call:
-    """What a call of a signature (:func:`_signature`) found that holds for every call of it: the
-    shape, whether the input's (M, K) view must be copied for its strides, the bytes each operand
-    spans (for the aliasing check) and the launch (no tensor of the first call). :meth:`run` checks the rest, the data pointers'
-    alignment and aliasing, on every call; where one fails it returns None and the whole path
-    refuses in its words."""
-
-    m: int
-    n: int
-    k: int
-    lead: tuple
-    copy: bool  # the (M, K) view's strides break the kernels' rules: copied every call
-    a_bytes: int
-    b_bytes: int
-    c_bytes: int
-    launch: object  # run.Relauncher: (a, b, c) -> None
-
-    def run(self, input, weight, bias, out):
-        if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
-                                        or (bias is not None and bias.requires_grad)):
-            return None
-        m, n = self.m, self.n
-        x = input if input.dim() == 2 else input.reshape(m, self.k)
-        a = x.data_ptr()
-        if self.copy or a % TMA_ALIGN_BYTES:
-            x = x.clone(memory_format=torch.contiguous_format)  # as _operands: a fresh copy is aligned
-            a = None  # and overlaps nothing
-        b = weight.data_ptr()
-        if b % TMA_ALIGN_BYTES:
-            return None
-        if out is None:
-            c2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
-            result = c2d if len(self.lead) == 1 else c2d.view(*self.lead, n)
-        else:
-            if out.requires_grad:
-                return None
-            c2d, result = (out if out.dim() == 2 else out.view(m, n)), out
-            c = c2d.data_ptr()
-            if c % TMA_ALIGN_BYTES or (b < c + self.c_bytes and c < b + self.b_bytes) or (
-                    a is not None and a < c + self.c_bytes and c < a + self.a_bytes):
-                return None
-        if x.requires_grad:  # possible with autograd off; DLPack refuses such tensors
-            x = x.detach()
-        self.launch(x, weight.detach() if weight.requires_grad else weight, c2d)
-        if bias is not None:
-            c2d.add_(bias)
-        return result
-
-
 def _first_call(arch_name, input, weight, bias, out, signature):
     """The whole path: every check (linear's, then the GEMM's), the route, the scratch, the launch;
     kept under ``signature`` (None: not kept) for the calls after."""
-    x, out2d, result = _operands(input, weight, bias, out, "cuda")
+    x, out2d, result = linear_checks._operands(input, weight, bias, out, "cuda")
     if x.device.index != torch.cuda.current_device():
         raise GemmInputError(
             f"linear: input is on {x.device} but the current device is cuda:{torch.cuda.current_device()}: "
@@ -289,7 +219,7 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     step, config = p.step, p.config
     if step.arch == "sm100":
         _warn_without_b200_record(step)
-    key, workspace = _workspace(step, config, x.device, (m, n, k))
+    key, workspace = linear_kept._workspace(step, config, x.device, (m, n, k))
     try:
         # the GEMM's rules, once (prepare is told); where the tensors are, _operands checked
         validate_gemm(x, weight, out2d, need_tma=not step.any_shape, device_type=x.device.type)
@@ -298,100 +228,21 @@ def _first_call(arch_name, input, weight, bias, out, signature):
         raise GemmInputError(f"linear: {e} {_ROLES}") from None
     launch()
     if key is not None:
-        _workspaces[key] = workspace  # kept once its kernel is compiled and has run: ready for a capture
+        linear_kept._workspaces[key] = workspace  # kept once its kernel is compiled and has run: ready for a capture
     if signature is not None:
-        if len(_calls) >= _MAX_CALLS:  # many shapes (prefill lengths): the oldest signature goes
-            _calls.pop(next(iter(_calls)), None)
-        flat = input.reshape(m, k)
-        _calls[signature] = _Call(m, n, k, tuple(input.shape[:-1]), bool(layout_rule("A", flat)), _span(flat),
-                                  _span(weight), _span(out2d), _relauncher(launch))
+        linear_kept._keep(signature, (m, n, k), input, weight, out2d, launch)
     if bias is not None:
         out2d.add_(bias)
     return result
 
 
-def use_kept_arguments(on: bool = True) -> None:
-    """Whether a kept call (:class:`_Call`) launches with its signature's arguments marshalled once
-    (:class:`gemm_course.runtime.run.KeptArguments`: only the three data pointers are written per call)
-    instead of making and marshalling three CuTe views per call. Off by default: not yet checked on
-    a GPU (``tests/test_linear_kept.py``'s GPU test and ``scripts/gpu_linear_host.py`` check and time
-    it). Calls kept before are forgotten, so the next call of each signature takes the whole path."""
-    global _kept_arguments
-    _kept_arguments = bool(on)
-    _calls.clear()
-
-
-def use_direct_calls(on: bool = True) -> None:
-    """Whether :func:`linear`, called eagerly, runs its body without the torch dispatcher (the custom
-    op costs 5-20 us a call on the host, more with ``out``) where nothing could tell the difference:
-    plain tensors (``torch.Tensor`` or ``nn.Parameter``) on the GPU, no torch.compile, no
-    ``torch.jit`` trace, no torch function or dispatch mode (a FakeTensorMode, ``make_fx``, a
-    profiler's or a FLOP counter's mode); everything else goes through the op as before. ``out``'s
-    version counter is bumped as the op does. Off by default: not yet checked on a GPU."""
-    global _direct_calls
-    _direct_calls = bool(on)
-
-
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-def _unobserved(tensors) -> bool:
-    """Whether an eager call on ``tensors`` can skip the dispatcher (:func:`use_direct_calls`)."""
-    return (tensors[0].device.type == _KEPT_DEVICE_TYPE and all(type(t) in _PLAIN for t in tensors)
-            and not torch.compiler.is_compiling() and not torch.jit.is_tracing()
-            and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._is_torch_function_mode_enabled())
-
-
-def _relauncher(launch):
-    if _kept_arguments:
-        try:
-            return run.KeptArguments(launch)
-        except ValueError as e:  # this CuTeDSL marshals otherwise: views per call, as without the option
-            warnings.warn(f"gemm_course.runtime.linear: kept arguments unavailable here ({e}); making views per call",
-                          RuntimeWarning, stacklevel=4)
-    return launch.relauncher()
-
-
-def _span(t) -> int:
-    """Bytes a row-major 2-D tensor spans from its data pointer (problem's aliasing rule)."""
-    rows, cols = t.shape
-    return ((rows - 1) * t.stride(0) + cols) * t.element_size()
-
-
-def _workspace(step, config, device, shape) -> tuple:
-    """``(key, workspace)`` for a launch on the current stream: the stream's kept scratch for the
-    config (key None), or new scratch to keep under ``key`` once the launch has run. Under CUDA-graph
-    capture nothing is allocated: the capture stream's own scratch, else that of the first stream
-    that ran the config, else a :class:`GemmInputError` asking for a warm-up; either way the scratch
-    joins ``_in_graphs``, which :func:`clear_cache` does not free (the graph may replay)."""
-    capturing = torch.cuda.is_current_stream_capturing()
-    # launches on one stream never overlap, so calls on it can share the step's scratch
-    key = (step.key, config, device.index, torch.cuda.current_stream().cuda_stream)
-    workspace = _workspaces.get(key)
-    if workspace is None and not capturing:
-        return key, run.allocate_workspace(step, config, device)
-    if workspace is None:
-        workspace = next((w for kept, w in _workspaces.items() if kept[:3] == key[:3]), None)
-    if workspace is None:
-        m, n, k = shape
-        raise GemmInputError(
-            f"linear: called during CUDA-graph capture with a config that has not run yet on {device} ({step.key} for "
-            f"{m}x{n}x{k}, {config}): its kernel would be compiled and its scratch allocated inside the capture, which "
-            "a graph cannot hold. Run the model once eagerly with the shapes you capture (a warm-up, as serving engines "
-            "do before capturing), then capture."
-        )
-    if capturing and all(w is not workspace for w in _in_graphs):
-        _in_graphs.append(workspace)
-    return None, workspace
-
-
 def _warn_without_b200_record(step) -> None:
     """Warn, once per process and step, that ``step`` (a Blackwell step) has no B200 record yet
-    (:func:`gemm_course.measure.b200.has_b200_record`: a bench record of it under ``results/nvidia-b200*/``)."""
+    (:func:`gemm_course.measure.b200_status.has_b200_record`: a bench record of it under ``results/nvidia-b200*/``)."""
     if step.key in _b200_warned:
         return
     _b200_warned.add(step.key)
-    if not b200.has_b200_record(step.key):
+    if not b200_status.has_b200_record(step.key):
         warnings.warn(
             f"gemm_course.runtime.linear runs {step.key} on this B200, and the course has no B200 record of it yet: its "
             "kernels are compiled and checked on the CPU but have not been run on a B200 by the course. Check its "
@@ -408,7 +259,7 @@ def validate(input, weight, bias=None, *, out=None, device_type: str = "cuda") -
     (:func:`gemm_course.runtime.problem.validate`: strides, alignment, aliasing) on the flattened operands.
     ``device_type``: where the tensors must be ('cuda'; tests pass 'cpu'). Whether a course GPU is
     present is :func:`machine_arch`'s question."""
-    x, out2d, _ = _operands(input, weight, bias, out, device_type)
+    x, out2d, _ = linear_checks._operands(input, weight, bias, out, device_type)
     try:
         return validate_gemm(x, weight, out2d, device_type=device_type)
     except GemmInputError as e:
@@ -424,8 +275,8 @@ def clear_cache() -> None:
     """Free the scratch :func:`linear` keeps per (step, config, device, stream), except what a
     captured CUDA graph launches with, and forget the step and config it chose per shape; the next
     call allocates again (so a capture after this needs a warm-up again)."""
-    _workspaces.clear()
-    _calls.clear()
+    linear_kept._workspaces.clear()
+    linear_kept._calls.clear()
     route_plan.cache_clear()
     _decode_verified.cache_clear()
     plan.clear_cache()
@@ -444,7 +295,7 @@ def _fake_arguments(input, weight, bias, out) -> tuple:
     """The fake ops' ``(lead, n)``: linear's checks of what the tensors are where the shapes are
     concrete; symbolic ones (``torch.compile(dynamic=True)``) are checked when the op runs."""
     if all(type(d) is int for d in (*input.shape, *weight.shape)):
-        return _arguments(input, weight, bias, out)
+        return linear_checks._arguments(input, weight, bias, out)
     return tuple(input.shape[:-1]), weight.shape[0]
 
 
@@ -463,114 +314,6 @@ def _linear_out_op(input, weight, bias, out):
 @_linear_out_op.register_fake
 def _(input, weight, bias, out):
     _fake_arguments(input, weight, bias, out)
-
-
-def _weight_rule(weight, bias) -> str:
-    """Why the kernels cannot take ``weight`` (and ``bias``) as a Linear layer's, wherever they are,
-    or '' (shared by :func:`linear` and :func:`patch_linears`; :func:`_device_rule` asks where)."""
-    if not isinstance(weight, torch.Tensor):
-        return f"weight must be a torch.Tensor, got {type(weight).__name__}"
-    if weight.dtype != torch.bfloat16:
-        return (f"weight has dtype {weight.dtype}; the course's kernels take bfloat16: cast with "
-                ".to(torch.bfloat16) (a module: module.to(torch.bfloat16)), or use torch.nn.functional.linear.")
-    if weight.dim() != 2:
-        return f"weight must be 2-D (N, K) = (out_features, in_features) as nn.Linear stores it, got shape {tuple(weight.shape)}."
-    n, k = weight.shape
-    empty = shape_rules(1, n, k, need_tma=False)
-    if empty:
-        return f"weight has shape {tuple(weight.shape)}: {empty[0]} Use torch.nn.functional.linear."
-    for name, v, feature in (("N", n, "out_features"), ("K", k, "in_features")):
-        if v % ELEMS_PER_16B:
-            padded = math.ceil(v / ELEMS_PER_16B) * ELEMS_PER_16B
-            what = (f"the weight with zero rows up to {padded} (and slice the output back to {v} columns)" if name == "N"
-                    else f"the last dimension of the weight and of the input with zeros up to {padded}")
-            return (f"{name} = {v} ({feature}) is not a multiple of {ELEMS_PER_16B}: TMA needs every row of the weight "
-                    f"(K elements) and of the output (N elements) to start on a 16-byte boundary. Pad {what}, "
-                    "or use torch.nn.functional.linear.")
-    if weight.stride(1) != 1:
-        return (f"weight is not K-major (shape {tuple(weight.shape)}, strides {tuple(weight.stride())}): the kernels read it "
-                "as nn.Linear stores it, (N, K) row-major. Pass weight.contiguous() (once, not per call); if you hold "
-                "W^T (K, N), pass w.t().contiguous().")
-    if bias is not None:
-        if not isinstance(bias, torch.Tensor):
-            return f"bias must be a torch.Tensor or None, got {type(bias).__name__}"
-        if bias.dtype != torch.bfloat16:
-            return f"bias has dtype {bias.dtype}; cast it with .to(torch.bfloat16) like the weight."
-        if tuple(bias.shape) != (n,):
-            return f"bias has shape {tuple(bias.shape)}, expected (N,) = ({n},), one value per output feature."
-    return ""
-
-
-def _device_rule(weight, bias, device_type: str) -> str:
-    """Why ``weight`` and ``bias`` (which passed :func:`_weight_rule`) are not where the kernels run, or ''."""
-    if weight.device.type != device_type:
-        move = ".cuda()" if device_type == "cuda" else f".to({device_type!r})"
-        return (f"weight is on {weight.device}; the course's kernels run on {device_type}: move it (a module: the "
-                f"module) with {move}, or use torch.nn.functional.linear.")
-    if bias is not None and bias.device != weight.device:
-        return f"bias is on {bias.device} and weight on {weight.device}: put both on the same GPU."
-    return ""
-
-
-def _arguments(input, weight, bias, out) -> tuple:
-    """linear's checks of what the tensors are, none of where they are or of their data pointers
-    (the fake op runs them on FakeTensors at trace time): ``(lead, n)``, the input's leading
-    dimensions and N, the output's shape being ``(*lead, n)``."""
-    why = _weight_rule(weight, bias)
-    if why:
-        raise GemmInputError(f"linear: {why}")
-    if not isinstance(input, torch.Tensor):
-        raise GemmInputError(f"linear: input must be a torch.Tensor, got {type(input).__name__}")
-    if input.dtype != torch.bfloat16:
-        raise GemmInputError(
-            f"linear: input has dtype {input.dtype}; the course's kernels take bfloat16: cast with "
-            "input.to(torch.bfloat16), or use torch.nn.functional.linear."
-        )
-    n, k = weight.shape
-    if input.dim() == 0 or input.shape[-1] != k:
-        raise GemmInputError(
-            f"linear: K mismatch: input has shape {tuple(input.shape)} (..., K) and weight {tuple(weight.shape)} (N, K) "
-            f"with K = {k}: the input's last dimension must be the weight's second (in_features); a weight held as "
-            "(K, N) must be passed as w.t().contiguous()."
-        )
-    lead = tuple(input.shape[:-1])
-    if math.prod(lead) == 0:
-        raise GemmInputError(
-            f"linear: input of shape {tuple(input.shape)} is empty (M = 0 rows): the kernels need at least one; "
-            "use torch.nn.functional.linear, which returns an empty output."
-        )
-    if out is not None and (not isinstance(out, torch.Tensor) or out.dtype != torch.bfloat16
-                            or tuple(out.shape) != (*lead, n) or not out.is_contiguous()):
-        what = f"{out.dtype} {tuple(out.shape)}{'' if out.is_contiguous() else ' non-contiguous'}" \
-            if isinstance(out, torch.Tensor) else type(out).__name__
-        raise GemmInputError(
-            f"linear: out must be a contiguous bfloat16 tensor of shape {(*lead, n)} (the input's leading "
-            f"dimensions, then N), got {what}: allocate it with torch.empty({(*lead, n)}, dtype=torch.bfloat16, "
-            "device=input.device)."
-        )
-    return lead, n
-
-
-def _operands(input, weight, bias, out, device_type: str):
-    """linear's own checks, then (A, C, result): the input flattened to (M, K) (a copy only where the
-    kernel cannot read the view), the (M, N) output to write, and what ``linear`` returns. What the
-    tensors are (:func:`_arguments`) is checked before where they are."""
-    lead, n = _arguments(input, weight, bias, out)
-    why = _device_rule(weight, bias, device_type)
-    if why:
-        raise GemmInputError(f"linear: {why}")
-    if input.device != weight.device:
-        raise GemmInputError(f"linear: input is on {input.device} and weight on {weight.device}: put both on the same GPU.")
-    if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
-        raise GemmInputError(_NO_BACKWARD)
-    m, k = math.prod(lead), weight.shape[1]
-    x = input.reshape(m, k)  # a view when the strides allow
-    if operand_rule("A", x):  # the GEMM's own rule for A: a view the kernel cannot read is copied, not refused
-        x = x.clone(memory_format=torch.contiguous_format)  # TMA reads 16-byte aligned rows: a fresh copy has them
-    if out is None:
-        out2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
-        return x, out2d, out2d.view(*lead, n)
-    return x, out.view(m, n), out
 
 
 @contextlib.contextmanager
@@ -600,7 +343,7 @@ def patch_linears(module):
     for name, layer in module.named_modules():  # each shared layer once
         if not isinstance(layer, nn.Linear) or getattr(layer.__dict__.get("forward"), _MARK, False):
             continue
-        why = _layer_rule(layer)
+        why = linear_checks._layer_rule(layer)
         if why:
             label = repr(name) if name else f"{type(module).__name__} (the module itself)"
             refusals.append(f"  layer {label} ({layer}): {why}")
@@ -617,19 +360,6 @@ def patch_linears(module):
     finally:
         for _, layer in todo:
             del layer.forward  # back to nn.Linear.forward
-
-
-def _layer_rule(layer) -> str:
-    """Why :func:`patch_linears` cannot route ``layer`` (an nn.Linear) through :func:`linear`, or ''."""
-    import torch.nn as nn
-
-    if type(layer).forward is not nn.Linear.forward:
-        return (f"a {type(layer).__name__}, a subclass of nn.Linear with a forward of its own, which routing would skip: "
-                "patch the plain nn.Linear layers inside it, or leave it on torch.")
-    if "forward" in layer.__dict__:
-        return ("its forward is already replaced on the instance (a hook library, or another patch), which routing "
-                "would skip: remove that first, or leave the layer on torch.")
-    return _weight_rule(layer.weight, layer.bias) or _device_rule(layer.weight, layer.bias, "cuda")
 
 
 def _routed(layer):
