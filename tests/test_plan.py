@@ -147,3 +147,13 @@ def test_placement_reads_the_records_only_in_its_command_line():
     everywhere = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level and "records" in
                   [a.name for a in n.names] + [n.module or ""]]
     assert everywhere and all(n in list(ast.walk(main)) for n in everywhere)
+
+
+MAX_MODULE_LINES = 600  # issue 41: a module past this mixes concerns; split it beside itself
+
+
+@pytest.mark.fast
+def test_no_module_is_over_600_lines():
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert len(sizes) > 60  # the scan sees the whole package
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
