@@ -12,8 +12,8 @@ on the host (a decode GEMM runs for 10-30 us on the GPU).
   that captured CUDA graphs launch with (``_in_graphs``, kept for the process).
 * Whether an eager call may skip the torch dispatcher (:func:`use_direct_calls`, :func:`_unobserved`).
 
-``linear``'s module reads this state through this module's attributes at each call, so a test that
-changes one (``_KEPT_DEVICE_TYPE``, ``_MAX_CALLS``, ``_direct_calls``, ``_in_graphs``) changes it here.
+The state is read at each call from this module (``linear`` reads it as ``linear_kept._calls``, ...),
+so a test patches it here (``_KEPT_DEVICE_TYPE``, ``_MAX_CALLS``, ``_direct_calls``, ``_in_graphs``).
 """
 
 from __future__ import annotations
