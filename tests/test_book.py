@@ -718,7 +718,7 @@ def test_no_page_shows_a_warning_or_a_machine_path(book):
 
 def test_the_page_checks_catch_warnings_and_paths():
     """The two patterns match what a stray warning prints, and not the course's own relative paths."""
-    stray = "/work/main/src/gemm_course/viz/_style.py:168: UserWarning: constrained_layout not applied"
+    stray = "/home/reader/course/src/gemm_course/viz/_style.py:168: UserWarning: constrained_layout not applied"
     assert _WARNING.findall(stray) == ["UserWarning:"] and _MACHINE_PATH.search(stray)
     assert _MACHINE_PATH.search("from /root/.venv/lib/python3.11/site-packages/cutlass")
     for fine in ("results/nvidia-h200/20261201T145305Z_ladder.json", "gemm_course/viz/_style.py", "a 128/256 split",
