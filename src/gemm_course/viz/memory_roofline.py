@@ -204,7 +204,10 @@ def decode_bandwidth(records: Sequence[dict], title: str = "Decode-sized GEMMs: 
     ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2, frameon=False)
     nks = sorted({shape_of(r)[1:] for r in runs})
-    return set_caption(fig, f"{len(nks)} weight shapes (N x K: {', '.join(f'{n}x{k}' for n, k in nks)}) at each M; "
+    return set_caption(fig, "Achieved bandwidth, the fewest bytes (A, B, C once) over the median time: a dot per weight "
+                            "shape, a line per provider through its median over the shapes, against the copy bandwidth "
+                            "measured in the same run (dashed) and the datasheet's HBM bandwidth (solid). "
+                            f"{len(nks)} weight shapes (N x K: {', '.join(f'{n}x{k}' for n, k in nks)}) at each M; "
                             f"{provenance(runs[0])}; operands in turn over {runs[0]['rotation'].get('sets', '?')} sets, "
                             "so every launch reads DRAM.", alt="Dot and line plot of achieved bandwidth per M")
 
@@ -245,7 +248,10 @@ def graph_times(records: Sequence[dict], title: str = "Inside a CUDA graph: micr
               fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.9 / height), ncol=3, frameon=False)
     r = runs[0]
     p = r.get("protocol", {})
-    return set_caption(fig, f"measured on {r.get('gpu')}, {r.get('date', '')[:10]}, torch {r.get('torch')} (cuBLAS), "
+    return set_caption(fig, "Time per GEMM, a graph's replay time over the launches it holds, for each step and cuBLAS "
+                            "per shape, each bar labelled with the bandwidth it achieves (the fewest bytes over that time) "
+                            f"as a share of the copy bandwidth; measured on {r.get('gpu')}, {r.get('date', '')[:10]}, "
+                            f"torch {r.get('torch')} (cuBLAS), "
                             f"cutlass-dsl {r.get('cutlass_dsl')} ({r.get('_file', '')}); {p.get('launches_per_graph')} "
                             f"launches per graph over {p.get('sets')} operand sets, {p.get('replays')} replays, "
                             f"median of {p.get('rounds')} rounds; copy bandwidth measured in the same run.",
