@@ -7,11 +7,13 @@
 #          time per call goes, with kept arguments off and on (scripts/gpu_linear_host.py)
 #   tune   the interleaved A/B of the rule's choices (tile height, split, hand-over, parts per tile)
 #          against sm90/11 and cuBLAS, weights rotated out of L2 (OUT/tune_*.json)
-#   sweep  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
-#          rotated out of L2, sm90/11 in the same rounds (records tagged decode12); then the same
-#          inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the kernels
-#          cuBLAS runs there (scripts/cublas_kernels.py)
-#   scripts/gpu_decode12.sh OUT check tune     (then)     scripts/gpu_decode12.sh OUT sweep
+#   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
+#          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
+#   graphs the same inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the
+#          kernels cuBLAS runs there (scripts/cublas_kernels.py)
+#   sweep  bench, then graphs
+# The records first (a device call runs at most 10 minutes, and a second start may fail):
+#   scripts/gpu_decode12.sh OUT check bench     (then)     scripts/gpu_decode12.sh OUT graphs tune
 set -uo pipefail
 out=${1:?output folder}
 shift
@@ -48,19 +50,22 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 256x4096x4096 16x14336x4096 16x4096x14336 16x1024x4096 \
   2>&1 | tee "$out/tune_decode12.log" | tail -45 || status=1
 ;;
-sweep)
+bench|sweep)
 ms="1 8 16 32 64 128 256"
 nks="4096x4096 14336x4096 4096x14336 6144x4096 2048x8192"
 shapes=$(for m in $ms; do for nk in $nks; do echo -n "${m}x${nk} "; done; done)
 python3 -m gemm_course bench sm90/12 sm90/11 --shapes $shapes --rounds 5 --repeats 50 --rotate --out "$out" --tag decode12 \
   2>&1 | tee "$out/decode12.log" | tail -40 || status=1
+;;&
+graphs|sweep)
 python3 scripts/cublas_kernels.py 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 \
   16x1024x4096 2>&1 | tee "$out/cublas_kernels_decode12.txt" | tail -10  # which kernels cuBLAS ran
 python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-*) echo "unknown phase $phase (check, tune, sweep)"; status=2 ;;
+check|tune|bench|graphs|sweep) ;;
+*) echo "unknown phase $phase (check, tune, bench, graphs, sweep)"; status=2 ;;
 esac
 done
 exit $status
