@@ -1,0 +1,125 @@
+"""Chapter 12's decode explorer (``gemm_course.teaching.decode_explorer``): the launch each step's own
+host code plans for a decode shape, its bytes and its time floor (a model), the static HTML the book
+shows, and a decode run's recorded time of exactly that shape (from a synthetic results file)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from synthetic import decode_record
+
+from gemm_course import hardware
+from gemm_course.measure import records as rec
+from gemm_course.rules import schedule
+from gemm_course.runtime import ladder
+from gemm_course.runtime.problem import GemmProblem
+from gemm_course.teaching import decode_explorer as de
+from gemm_course.viz import memory_roofline as mr
+
+pytestmark = pytest.mark.fast
+
+
+def test_step_12_keeps_more_sms_streaming_a_narrow_layer_than_step_11():
+    est = de.model(16, 1024, 4096, hardware.H100_SXM)
+    eleven, twelve = est["sm90/11"], est["sm90/12"]
+    assert twelve.layout.ctas >= eleven.layout.ctas and twelve.sm_share > eleven.sm_share
+    assert twelve.layout.swapped and not eleven.layout.swapped
+    assert twelve.bytes < eleven.bytes  # partial tiles of 16 tokens, not of step 11's rows x W rows
+
+
+@pytest.mark.parametrize("m", [1, 8, 15, 16, 17, 40, 100, 256])
+def test_the_token_tile_is_m_rounded_up_to_16(m):
+    lay = de.layout("sm90/12", m, 4096, 4096)
+    assert lay.swapped and lay.tile_n == max(16, -(-m // 16) * 16)
+    assert lay.tile_n == ladder.get("sm90/12").config_for(GemmProblem(m, 4096, 4096)).tile_n
+
+
+def test_above_swap_max_m_step_12_is_step_11():
+    eleven, twelve = de.layout("sm90/11", 512, 4096, 4096), de.layout("sm90/12", 512, 4096, 4096)
+    assert not twelve.swapped and twelve._replace(step="") == eleven._replace(step="")
+
+
+@pytest.mark.parametrize("n,k", de.LAYERS)
+@pytest.mark.parametrize("m", [1, 64, 256])
+def test_the_launch_is_the_schedules(m, n, k):
+    for key in de.STEPS:
+        lay = de.layout(key, m, n, k)
+        config = ladder.get(key).config_for(GemmProblem(m, n, k))
+        k_tiles = -(-k // config.tile_k)
+        clusters = hardware.H200.sms // (config.cluster_m * config.cluster_n)  # no GPU here: a full H200
+        assert lay.clusters == schedule.grid_clusters(lay.tiles, clusters, k_tiles,
+                                                      max_parts=getattr(config, "max_parts", schedule.MAX_PARTS))
+        assert lay.ctas == lay.clusters * config.cluster_m * config.cluster_n
+        units = [u for run in schedule.plan(lay.tiles, lay.clusters, k_tiles) for u in run]
+        assert len(units) == lay.tiles + lay.handovers  # every part beyond a tile's first hands one over
+        assert sum(e - b for _, b, e in units) == lay.tiles * k_tiles  # every K tile of every tile once
+        assert (lay.partial > 0) == (lay.handovers > 0) == (lay.parts > 1)
+
+
+def test_bytes_and_floor():
+    card = hardware.H200
+    p = GemmProblem(16, 14336, 4096)
+    for e in de.model(16, 14336, 4096, card).values():
+        assert e.min_bytes == p.min_bytes and e.bytes == p.min_bytes + e.layout.partial_bytes
+        assert e.floor_us == pytest.approx(e.bytes / (card.measured_copy_tb_s * 1e12) * 1e6)
+        assert 0 < e.sm_share <= 1 and e.measured_us is None
+    h100, h200 = de.model(16, 14336, 4096, hardware.H100_SXM), de.model(16, 14336, 4096, hardware.H200)
+    assert h200["sm90/12"].floor_us < h100["sm90/12"].floor_us  # the H200 copies faster
+
+
+@pytest.mark.parametrize("m", [0, -1, 513, 1.5, True])
+def test_a_bad_m_is_refused(m):
+    with pytest.raises(ValueError, match="from 1 to 512"):
+        de.model(m, 4096, 4096)
+    assert "from 1 to 512" in de.model_html(m, 4096, 4096) and "<table" not in de.model_html(m, 4096, 4096)
+
+
+def test_the_html_says_it_is_a_model_and_shows_no_time_without_a_record():
+    page = de.model_html(16, 4096, 4096, hardware.H100_SXM)
+    assert "A model, not a measurement" in page and "no record" in page and "3 TB/s" in page
+    assert "sm90/11" in page and "sm90/12" in page and "128 x 16 (W rows x tokens)" in page
+
+
+def test_the_static_html_has_every_m_row_the_book_promises_for_every_layer():
+    page = de.static_html()
+    assert "A model, not a measurement" in page
+    assert page.count("<summary>") == len(de.LAYERS) and page.count("<details open>") == 1
+    for n, k in de.LAYERS:
+        section = page.split(f"layer {n} x {k} (N x K)")[1].split("</details>")[0]
+        assert [int(r.split("</td>")[0]) for r in section.split("<tr><td>")[1:]] == list(de.BOOK_MS)
+        assert "measured" not in section
+    assert de.BOOK_MS[0] == 1 and de.BOOK_MS[-1] == de.MAX_M
+
+
+def _results(tmp_path, us=9.5, shape=(16, 4096, 4096)):
+    """A decode12 results file in tmp_path with sm90/12 at ``shape`` in ``us`` microseconds."""
+    r = decode_record(shape, us / 1e3, 10 / 1e3, "2026-12-07T01:00:00", copy=3.0)
+    r = dict(r, step="sm90/12", kind="bench", time_ms={"median": us / 1e3})
+    r.pop("_file")
+    folder = tmp_path / "results" / "nvidia-h100-80gb-hbm3"
+    folder.mkdir(parents=True)
+    (folder / "20261207T010000Z_decode12.json").write_text(json.dumps({"records": [r]}))
+    return mr.decode_runs(rec.load_records(str(tmp_path / "results")))
+
+
+def test_a_recorded_time_of_exactly_that_shape_is_shown(tmp_path):
+    runs = _results(tmp_path)
+    assert len(runs) == 1
+    est = de.model(16, 4096, 4096, hardware.H100_SXM, runs)
+    assert est["sm90/12"].measured_us == pytest.approx(9.5) and est["sm90/11"].measured_us is None
+    assert "9.5 us (NVIDIA H100 80GB HBM3)" in de.model_html(16, 4096, 4096, hardware.H100_SXM, runs)
+    assert de.model(17, 4096, 4096, hardware.H100_SXM, runs)["sm90/12"].measured_us is None  # exactly that shape
+    assert de.model(16, 4096, 14336, hardware.H100_SXM, runs)["sm90/12"].measured_us is None
+    assert "(measured 9.5)" in de.static_html(runs=runs)
+
+
+def test_the_widget_follows_its_controls_and_carries_the_static_html(tmp_path):
+    pytest.importorskip("ipywidgets")
+    x = de.DecodeExplorer(runs=_results(tmp_path))
+    assert "9.5 us" in x.html and "M = 16 tokens" in x.html
+    page = x.select(m=64, layer=(1024, 4096), card=hardware.H200)
+    assert "M = 64 tokens through a 1024 x 4096 layer on an H200" in page and "9.5 us" not in page
+    assert x.estimates()["sm90/12"].layout.tile_n == 64 and x.out.value == page
+    bundle = x._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle and bundle["text/html"] == de.static_html(runs=x.runs)
