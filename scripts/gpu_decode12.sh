@@ -5,7 +5,8 @@
 #          float32; then the gpu tests of step 12, the drop-in linear (CUDA graphs, torch.compile) and
 #          the operand checks, linear's kept calls (views per call, kept arguments); where linear's host
 #          time per call goes, with kept arguments off and on (scripts/gpu_linear_host.py)
-#   tune   the interleaved A/B of the rule's choices (tile height, split, hand-over, parts per tile)
+#   tune   the interleaved A/B of the rule's choices (tile height, split, hand-over, parts per tile: 2 and 4
+#          against the rule's, as the fp32 partial sums grow with the token tile)
 #          against sm90/11 and cuBLAS, weights rotated out of L2 (OUT/tune_*.json)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
@@ -46,7 +47,7 @@ python3 scripts/gpu_linear_host.py --m 16 2>&1 | tee "$out/linear_host.txt" || s
 ;;
 tune)
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out" \
-  sm90/11 sm90/12 "sm90/12:max_parts=4" "sm90/12:tile_m=64" "sm90/12:stream_k=false" "sm90/12:gather_parts=false" \
+  sm90/11 sm90/12 "sm90/12:max_parts=4" "sm90/12:max_parts=2" "sm90/12:tile_m=64" "sm90/12:stream_k=false" "sm90/12:gather_parts=false" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 256x4096x4096 16x14336x4096 16x4096x14336 16x1024x4096 \
   2>&1 | tee "$out/tune_decode12.log" | tail -45 || status=1
 ;;
