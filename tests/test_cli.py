@@ -190,3 +190,75 @@ def test_every_option_of_every_command_has_help():
                 missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
     assert not missing, f"without --help text: {', '.join(missing)}"
     assert len(sub.choices) == 7  # doctor, list, inspect, source, diff, check, bench: the walk saw them all
+
+
+@pytest.mark.fast
+def test_bench_records_no_wrong_output_and_writes_what_it_measured_when_stopped(monkeypatch, tmp_path, capsys):
+    """A wrong output is refused, not recorded; a SIGTERM (``timeout``'s) mid-run still writes the
+    records measured before it, and the run's status says it did not finish."""
+    import json
+    import os
+    import signal
+
+    from gemm_course.measure import bench
+    from gemm_course.runtime import run
+
+    monkeypatch.setattr(run, "require_gpu_for", lambda step: None)
+    monkeypatch.setattr(bench, "environment", lambda: {"gpu": "Fake GPU"})
+    monkeypatch.setattr(bench, "copy_tb_s", lambda: 3.0)
+    timed = []
+
+    def fake_bench_step(step, problem, config, *args, **kw):
+        timed.append(problem.m)
+        if problem.m == 2:
+            raise bench.WrongOutput(f"{step.key} {problem.label}: relative error nan")
+        if problem.m == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return {"step": step.key, "gpu": "Fake GPU", "shape": {"m": problem.m, "n": problem.n, "k": problem.k},
+                "tflops": {"median": 1.0, "seed_mean": 1.0}, "cublas_tflops": {"median": 1.0}, "ratio_to_cublas": 1.0,
+                "rel_error": 3e-3, "config": {}, "bandwidth": {"tb_s": 1.0, "cublas_tb_s": 1.0}}
+
+    monkeypatch.setattr(bench, "bench_step", fake_bench_step)
+    before = signal.getsignal(signal.SIGTERM)
+    shapes = ["1x256x256", "2x256x256", "3x256x256", "4x256x256"]
+    assert cli.main(["bench", "sm90/11", "--shapes", *shapes, "--rotate", "--out", str(tmp_path)]) == 1
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is the caller's again
+    assert timed == [1, 2, 3]  # stopped at the signal: the fourth shape never ran
+    err = capsys.readouterr().err
+    assert "WRONG OUTPUT, not recorded" in err and "stopped (interrupted) after 1 of 4" in err
+    (path,) = tmp_path.iterdir()
+    assert [r["shape"]["m"] for r in json.loads(path.read_text())["records"]] == [1]
+
+
+@pytest.mark.fast
+def test_bench_step_refuses_a_wrong_output_before_timing(monkeypatch):
+    """bench_step checks before it times: a kernel that leaves the poison or writes a wrong value
+    raises WrongOutput, and nothing is timed."""
+    import torch
+
+    from gemm_course.measure import bench
+    from gemm_course.runtime import run
+    from gemm_course.runtime.problem import GemmProblem
+
+    problem = GemmProblem(64, 128, 64)
+    for wrong in ("nan", "off"):
+        class Launcher:
+            config = ladder.get("sm90/11").default
+
+            def __init__(self, a, b, c):
+                self.a, self.b, self.c = a, b, c
+
+            def __call__(self):
+                if wrong == "off":
+                    torch.mm(self.a, self.b.t(), out=self.c)
+                    self.c[5, 7] += 100.0  # one element far off
+
+        inputs = lambda problem, device, seed: (torch.randn(problem.m, problem.k).bfloat16(),  # noqa: E731
+                                                torch.randn(problem.n, problem.k).bfloat16(),
+                                                torch.full((problem.m, problem.n), float("nan")).bfloat16())
+        monkeypatch.setattr(bench, "make_inputs", inputs)
+        monkeypatch.setattr(run, "prepare", lambda step, a, b, c, config: Launcher(a, b, c))
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+        monkeypatch.setattr(bench, "compare", lambda *a, **k: pytest.fail("a wrong kernel was timed"))
+        with pytest.raises(bench.WrongOutput, match="relative error .* nothing was timed or recorded"):
+            bench.bench_step("sm90/11", problem, env={"gpu": "Fake GPU"})

@@ -587,10 +587,14 @@ def test_linear_refuses_operands_that_require_grad_on_the_gpu():
 
 @pytest.mark.fast
 def test_the_decode_step_joins_the_route_once_a_gpu_record_of_it_exists():
-    """An unchecked kernel is no drop-in: until results/ holds a record of sm90/12 (written only after
-    its output matched float32 on a GPU), linear runs step 11 at every M."""
+    """An unchecked kernel is no drop-in: until results/ holds a record of sm90/12 whose output matched
+    float32 on a GPU, linear runs step 11 at every M."""
     step = ladder.decode("sm90")
+    h100 = "NVIDIA H100 80GB HBM3"
     assert not lin.decode_step_verified("sm90", records=[])
-    assert not lin.decode_step_verified("sm90", records=[{"step": "sm90/11", "gpu": "NVIDIA H200"}])
-    assert lin.decode_step_verified("sm90", records=[{"step": f"{step.key}:tile_m=64", "gpu": "NVIDIA H100 80GB HBM3"}])
-    assert not lin.decode_step_verified("sm100", records=[{"step": step.key, "gpu": "NVIDIA H200"}])
+    assert not lin.decode_step_verified("sm90", records=[{"step": "sm90/11", "gpu": "NVIDIA H200", "rel_error": 3e-3}])
+    assert lin.decode_step_verified("sm90", records=[{"step": f"{step.key}:tile_m=64", "gpu": h100, "rel_error": 3e-3}])
+    assert not lin.decode_step_verified("sm100", records=[{"step": step.key, "gpu": "NVIDIA H200", "rel_error": 3e-3}])
+    for wrong in (0.5, float("nan"), None):  # a wrong, unwritten or unchecked output is no verification
+        fields = {} if wrong is None else {"rel_error": wrong}
+        assert not lin.decode_step_verified("sm90", records=[{"step": step.key, "gpu": h100, **fields}])

@@ -279,3 +279,9 @@ def test_time_it_asks_the_plan_whether_the_size_runs(monkeypatch):
     assert asked == [("sm90/3", "8192x8192x8192", e.config())]
     e.size_box.value = 4096
     assert e.time_it() is not None and [p.m for p in timed] == [4096] and len(e.records) == 1
+
+    def wrong(step, problem, config, **kw):
+        raise bench.WrongOutput("sm90/3 4096x4096x4096: relative error nan <poison>")
+
+    monkeypatch.setattr(bench, "bench_step", wrong)  # a config computing wrong values: shown, not kept
+    assert e.time_it() is None and len(e.records) == 1 and "relative error nan &lt;poison&gt;" in e.time_out.value

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 
 from .runtime import arch, ladder
@@ -161,30 +164,30 @@ def cmd_bench(args):
     command = "gemm-course " + " ".join(shlex.quote(a) if a != "$OUT" else a for a in argv)
     env = bench.environment()
     copy = bench.copy_tb_s() if args.rotate else None  # the memory ceiling of this run, beside its records
-    records = []
+    records, wrong = [], []
     jobs = [(s, sh) for s in steps for sh in shapes]
     t0 = time.time()
-    for i, (step, shape) in enumerate(jobs, 1):
-        config = configs[step.key]
-        problem = GemmProblem(*shape)
-        ok, why = step.can_implement(problem, config)
-        if not ok:
-            print(f"[{i}/{len(jobs)}] {step.key} {problem.label}: skipped ({why})", file=sys.stderr)
-            continue
-        rec = bench.bench_step(step, problem, config, args.warmup, args.repeats, args.rounds, command=command, env=env,
-                               seed_launches=args.seed_launches, peers=args.peers, rotate=args.rotate, copy=copy)
-        records.append(rec)
-        print(
-            f"[{i}/{len(jobs)}] {step.key:<8} {problem.label:<18} {rec['tflops']['median']:7.1f} TFLOP/s  "
-            f"cuBLAS {rec['cublas_tflops']['median']:7.1f}  ratio {rec['ratio_to_cublas']:.3f}  "
-            f"err {rec['rel_error']:.1e}  tile {rec['config'].get('tile_m')}x{rec['config'].get('tile_n')}  "
-            f"{rec['bandwidth']['tb_s']:.2f} TB/s (cuBLAS {rec['bandwidth']['cublas_tb_s']:.2f})  "
-            f"({time.time() - t0:.0f} s)"
-            + "".join(f"  {name} {p['tflops']['median']:.1f} ({p['ratio_to_cublas']:.3f})"
-                      for name, p in rec.get("peers", {}).items()),
-            file=sys.stderr,
-            flush=True,
-        )
+    with _stopped_by_sigterm() as stopped:
+        for i, (step, shape) in enumerate(jobs, 1):
+            config = configs[step.key]
+            problem = GemmProblem(*shape)
+            ok, why = step.can_implement(problem, config)
+            if not ok:
+                print(f"[{i}/{len(jobs)}] {step.key} {problem.label}: skipped ({why})", file=sys.stderr)
+                continue
+            try:
+                rec = bench.bench_step(step, problem, config, args.warmup, args.repeats, args.rounds, command=command,
+                                       env=env, seed_launches=args.seed_launches, peers=args.peers, rotate=args.rotate,
+                                       copy=copy)
+            except bench.WrongOutput as e:
+                print(f"[{i}/{len(jobs)}] WRONG OUTPUT, not recorded: {e}", file=sys.stderr, flush=True)
+                wrong.append(e)
+                continue
+            records.append(rec)
+            _print_bench_line(i, len(jobs), step, problem, rec, t0)
+    if stopped:
+        print(f"stopped ({stopped[0]}) after {len(records)} of {len(jobs)} measurements: the records measured so far "
+              f"are written", file=sys.stderr, flush=True)
     if not records:
         print("nothing measured")
         return 1
@@ -199,7 +202,42 @@ def cmd_bench(args):
             f"{r['step']:<8} {s['m']}x{s['n']}x{s['k']:<8} {r['tflops']['median']:8.1f} {r['cublas_tflops']['median']:8.1f} "
             f"{r['ratio_to_cublas']:6.3f} {r['tflops']['seed_mean']:13.1f} {r['rel_error']:8.1e}"
         )
-    return 0
+    if wrong:
+        print(f"{len(wrong)} measurement(s) refused for a wrong output (above): not recorded")
+    return 1 if wrong or stopped else 0
+
+
+def _print_bench_line(i, total, step, problem, rec, t0):
+    print(
+        f"[{i}/{total}] {step.key:<8} {problem.label:<18} {rec['tflops']['median']:7.1f} TFLOP/s  "
+        f"cuBLAS {rec['cublas_tflops']['median']:7.1f}  ratio {rec['ratio_to_cublas']:.3f}  "
+        f"err {rec['rel_error']:.1e}  tile {rec['config'].get('tile_m')}x{rec['config'].get('tile_n')}  "
+        f"{rec['bandwidth']['tb_s']:.2f} TB/s (cuBLAS {rec['bandwidth']['cublas_tb_s']:.2f})  "
+        f"({time.time() - t0:.0f} s)"
+        + "".join(f"  {name} {p['tflops']['median']:.1f} ({p['ratio_to_cublas']:.3f})"
+                  for name, p in rec.get("peers", {}).items()),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm():
+    """Ends the block early on SIGTERM (``timeout``'s signal) or Ctrl-C, and yields a list that then
+    names the signal: a long run that is stopped still writes what it measured."""
+    stopped = []
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term) if threading.current_thread() is threading.main_thread() else None
+    try:
+        yield stopped
+    except KeyboardInterrupt:
+        stopped.append("interrupted")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_source(args):

@@ -155,12 +155,18 @@ def _peer(name: str, a, b):
     return launch, out
 
 
+class WrongOutput(RuntimeError):
+    """The step's output did not match the float32 reference: a kernel that is wrong is never timed."""
+
+
 def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeats: int = 100, rounds: int = 5,
                seed: int = 0, command: str = "", env: Optional[dict] = None, seed_launches: int = 100,
                peers: Sequence[str] = (), b2b_seconds: float = 0.0, b2b_rounds: int = 2, graph: bool = False,
                energy_seconds: float = 0.0, energy_rounds: int = 2, meter: Optional[tuple] = None,
                host_breakdown: bool = False, rotate: bool = False, copy: Optional[float] = None) -> dict:
     """Check, then time ``step`` and cuBLAS (and any ``peers``) interleaved on ``problem``; return a record.
+    A step whose output misses the float32 reference (``run.TOLERANCE``) raises :class:`WrongOutput`
+    before anything is timed, so every record is of a checked launch.
 
     Then, on request, the step and cuBLAS as a user's loop sees them (:func:`sustained`): back to
     back with the host in the loop (``b2b_seconds`` > 0), in a CUDA graph (``graph``), and their
@@ -185,6 +191,11 @@ def bench_step(step, problem: GemmProblem, config=None, warmup: int = 10, repeat
     launch()  # JIT and first launch outside the timing
     torch.cuda.synchronize()
     err = relative_error(c, reference(a, b))
+    if not err < run.TOLERANCE:  # NaN too: a poisoned element left unwritten
+        raise WrongOutput(f"{step.key} {problem.label} ({config}): relative error {err:.2e} against float32 on a "
+                          f"NaN-poisoned output, tolerance {run.TOLERANCE:g}; nothing was timed or recorded. "
+                          f"`gemm-course check {step.key} --shapes {problem.m}x{problem.n}x{problem.k}` runs the same "
+                          f"check with the step's own choice.")
     c_ref = torch.empty_like(c)
 
     def cublas():

@@ -75,14 +75,16 @@ SMALL_M_ARCHS = ("sm90",)  # where linear routes small M to ladder.decode(arch);
 
 def decode_step_verified(arch_name: str, records=None) -> bool:
     """Whether the ladder's memory-roofline step of ``arch_name`` has a bench record under results/
-    (a record is written only after the step's output matched the float32 reference on the GPU it
-    names). Until then :func:`route` keeps that step out of the drop-in path: a model's layers run
-    on the steps that have been checked on a GPU."""
+    whose output matched the float32 reference (``rel_error`` within ``run.TOLERANCE``) on the GPU
+    it names; ``bench`` refuses to record a wrong output, and this reads the error again. Until
+    then :func:`route` keeps that step out of the drop-in path: a model's layers run on the steps
+    that have been checked on a GPU."""
     step = ladder.decode(arch_name)
     if step is None:
         return False
     recs = records if records is not None else rec.load_records()
-    return any(r.get("step", "").split(":")[0] == step.key and r.get("gpu") for r in recs)
+    return any(r.get("step", "").split(":")[0] == step.key and r.get("gpu") and r.get("rel_error", 1.0) < run.TOLERANCE
+               for r in recs)
 
 
 _b200_warned: set = set()  # step keys linear warned about, once per process (no B200 record yet)

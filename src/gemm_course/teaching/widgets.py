@@ -206,8 +206,12 @@ class TileExplorer:
             self.time_out.value = f"<span style='color:#c00'>{html.escape(str(e))}</span>"
             return None
         self.time_out.value = "<i>timing...</i>"
-        rec = bench.bench_step(self.step, problem, self.config(), repeats=repeats, rounds=rounds,
-                               command="widgets.TileExplorer.time_it")
+        try:
+            rec = bench.bench_step(self.step, problem, self.config(), repeats=repeats, rounds=rounds,
+                                   command="widgets.TileExplorer.time_it")
+        except bench.WrongOutput as e:  # a config that computes wrong values is shown, never timed
+            self.time_out.value = f"<span style='color:#c00'>{html.escape(str(e))}</span>"
+            return None
         self.records.append(rec)
         self.time_out.value = timing_html(rec)
         return rec
