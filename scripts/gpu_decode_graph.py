@@ -5,7 +5,8 @@ each provider here runs ``launches`` GEMMs captured in one graph, cycling throug
 sets that none sits in L2 (``bench.rotation_sets``), and the time per GEMM is CUDA events around
 graph replays over the launches. Step and cuBLAS (``torch.mm`` into a preallocated output)
 alternate, in the opposite order every other round; medians over the rounds. Each shape's first
-operand set is checked against the float32 reference first (NaN-poisoned output).
+operand set is checked against the float32 reference first (NaN-poisoned output); a wrong output is
+reported and never timed. Stopped by SIGTERM (``timeout``), the run writes the records it has.
 
     python3 scripts/gpu_decode_graph.py --out OUT --steps sm90/12 sm90/11 --shapes 1x4096x4096 16x4096x14336
 
@@ -24,7 +25,7 @@ import time
 import torch
 from cuda.bindings import driver as cuda
 
-from gemm_course.measure import bench, records
+from gemm_course.measure import bench, records, stopping
 from gemm_course.runtime import ladder, run
 from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
@@ -46,6 +47,8 @@ def measure(step, problem: GemmProblem, rounds: int, launches: int, replays: int
     launchers[0]()
     torch.cuda.synchronize()
     err = relative_error(y, reference(x, w))
+    if not err < run.TOLERANCE:  # a wrong kernel is never timed
+        raise bench.WrongOutput(f"{step.key} {problem.label}: relative error {err:.3g} against float32")
     outs = [torch.empty_like(y) for _ in operands]
 
     def ours(launch):
@@ -63,7 +66,7 @@ def measure(step, problem: GemmProblem, rounds: int, launches: int, replays: int
     step_ms, cublas_ms = statistics.median(times["step"]), statistics.median(times["cublas"])
     rec = {
         "kind": "decode_graph", "step": step.key, "config": dataclasses.asdict(first.config),
-        "shape": {"m": problem.m, "n": problem.n, "k": problem.k}, "rel_error": err, "ok": err < run.TOLERANCE,
+        "shape": {"m": problem.m, "n": problem.n, "k": problem.k}, "rel_error": err,
         "step_ms": step_ms, "cublas_ms": cublas_ms, "ratio": cublas_ms / step_ms,
         "step_ms_rounds": times["step"], "cublas_ms_rounds": times["cublas"],
         "bandwidth": bench.bandwidth_fields(problem, step_ms, cublas_ms, torch.cuda.get_device_name(0), copy),
@@ -88,19 +91,29 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     copy = bench.copy_tb_s()
     print(f"copy bandwidth {copy:.2f} TB/s on {torch.cuda.get_device_name(0)}", flush=True)
-    out = []
-    for text in args.shapes:
-        problem = GemmProblem.parse(text)
-        for key in args.steps:
-            rec = measure(ladder.get(key), problem, args.rounds, args.launches, args.replays, copy, seed=len(out) * 100)
-            out.append(rec)
-            bw = rec["bandwidth"]
-            print(f"{key:9s} {problem.label:>18s} err {rec['rel_error']:.1e} step {rec['step_ms'] * 1e3:8.2f} us "
-                  f"cuBLAS {rec['cublas_ms'] * 1e3:8.2f} us  ratio {rec['ratio']:.3f}  "
-                  f"{bw['tb_s']:.2f} TB/s ({bw['fraction_of_copy']:.0%} of copy; cuBLAS {bw['cublas_fraction_of_copy']:.0%})",
-                  flush=True)
-    print(records.write_records(out, args.tag, args.out))
-    return 0 if all(r["ok"] for r in out) else 1
+    out, wrong = [], []
+    with stopping.stopped_by_sigterm() as stopped:
+        for text in args.shapes:
+            problem = GemmProblem.parse(text)
+            for key in args.steps:
+                try:
+                    rec = measure(ladder.get(key), problem, args.rounds, args.launches, args.replays, copy,
+                                  seed=(len(out) + len(wrong)) * 100)
+                except bench.WrongOutput as e:
+                    print(f"WRONG OUTPUT, not recorded: {e}", flush=True)
+                    wrong.append(str(e))
+                    continue
+                out.append(rec)
+                bw = rec["bandwidth"]
+                print(f"{key:9s} {problem.label:>18s} err {rec['rel_error']:.1e} step {rec['step_ms'] * 1e3:8.2f} us "
+                      f"cuBLAS {rec['cublas_ms'] * 1e3:8.2f} us  ratio {rec['ratio']:.3f}  "
+                      f"{bw['tb_s']:.2f} TB/s ({bw['fraction_of_copy']:.0%} of copy; "
+                      f"cuBLAS {bw['cublas_fraction_of_copy']:.0%})", flush=True)
+    if stopped:
+        print(f"stopped ({stopped[0]}) after {len(out)} records: writing them", flush=True)
+    if out:
+        print(records.write_records(out, args.tag, args.out))
+    return 1 if wrong or stopped or not out else 0
 
 
 if __name__ == "__main__":

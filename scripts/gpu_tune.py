@@ -22,7 +22,7 @@ import sys
 import torch
 
 from gemm_course.cli import _parse_config, _shapes
-from gemm_course.measure import bench
+from gemm_course.measure import bench, stopping
 from gemm_course.runtime import ladder, run
 from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
 
@@ -50,8 +50,9 @@ def config_on(step, changes: dict, problem):
     return config
 
 
-def checked_launches(variants: dict, problem, a, b, c) -> dict:
-    """{spec: launcher} for each variant on these operands, each checked against float32 first."""
+def checked_launches(variants: dict, problem, a, b, c, wrong: list) -> dict:
+    """{spec: launcher} for each variant on these operands that matches float32 (NaN-poisoned output);
+    each one that does not is appended to ``wrong`` as (spec, shape, error) and left out."""
     ref = reference(a, b)
     launches = {}
     for spec, (step, changes) in variants.items():
@@ -61,10 +62,34 @@ def checked_launches(variants: dict, problem, a, b, c) -> dict:
         launch()
         torch.cuda.synchronize()
         err = relative_error(out, ref)
-        if not err < run.TOLERANCE:
-            sys.exit(f"{spec} is wrong on {problem.label}: relative error {err:.3g}")
+        if not err < run.TOLERANCE:  # never timed; the other variants go on
+            print(f"WRONG OUTPUT, not timed: {spec} on {problem.label}: relative error {err:.3g}", flush=True)
+            wrong.append((spec, problem.label, err))
+            continue
         launches[spec] = launch
     return launches
+
+
+def measure_shape(problem, variants: dict, args, rows: list, wrong: list):
+    """Check every variant on ``problem``, then time the right ones and cuBLAS in one ``compare``;
+    append a row per provider to ``rows``."""
+    a, b, c = make_inputs(problem, "cuda", 0)
+    providers = checked_launches(variants, problem, a, b, c, wrong)
+    configs = {spec: dataclasses.asdict(launch.config) for spec, launch in providers.items()}
+    c_ref = torch.empty_like(c)
+    if args.rotate:  # operand sets in turn, so no launch finds its operands in L2 (bench.Rotation)
+        providers, _ = bench.rotated_providers(providers, problem, a, b, c_ref)
+    else:
+        providers["cublas"] = lambda: torch.mm(a, b.t(), out=c_ref)
+    timed = bench.compare(providers, repeats=args.repeats, rounds=args.rounds)
+    cublas = bench.summarize(timed["cublas"]["each"])["median"]
+    for spec, t in timed.items():
+        med = bench.summarize(t["each"])["median"]
+        rows.append({"shape": problem.label, "variant": spec, "median_ms": med, "tflops": bench.tflops(problem, med),
+                     "tb_s": problem.min_bytes / (med * 1e-3) / 1e12, "rotate": args.rotate,
+                     "ratio_to_cublas": cublas / med, "seed_tflops": bench.tflops(problem, t["seed_mean"]),
+                     "each_ms": t["each"], "config": configs.get(spec)})
+    print(f"{problem.label} done", flush=True)
 
 
 def main(argv=None):
@@ -77,35 +102,22 @@ def main(argv=None):
     p.add_argument("--rotate", action="store_true", help="operand sets in turn, none in L2 (decode GEMMs)")
     args = p.parse_args(argv)
     variants = {spec: variant(spec) for spec in args.variants}
-    rows = []
-    for m, n, k in _shapes(args.shapes):
-        problem = GemmProblem(m, n, k)
-        a, b, c = make_inputs(problem, "cuda", 0)
-        providers = checked_launches(variants, problem, a, b, c)
-        configs = {spec: dataclasses.asdict(launch.config) for spec, launch in providers.items()}
-        c_ref = torch.empty_like(c)
-        if args.rotate:  # operand sets in turn, so no launch finds its operands in L2 (bench.Rotation)
-            providers, _ = bench.rotated_providers(providers, problem, a, b, c_ref)
-        else:
-            providers["cublas"] = lambda: torch.mm(a, b.t(), out=c_ref)
-        timed = bench.compare(providers, repeats=args.repeats, rounds=args.rounds)
-        cublas = bench.summarize(timed["cublas"]["each"])["median"]
-        for spec, t in timed.items():
-            med = bench.summarize(t["each"])["median"]
-            rows.append({"shape": problem.label, "variant": spec, "median_ms": med, "tflops": bench.tflops(problem, med),
-                         "tb_s": problem.min_bytes / (med * 1e-3) / 1e12, "rotate": args.rotate,
-                         "ratio_to_cublas": cublas / med, "seed_tflops": bench.tflops(problem, t["seed_mean"]),
-                         "each_ms": t["each"], "config": configs.get(spec)})
-        print(f"{problem.label} done", flush=True)
+    rows, wrong = [], []
+    with stopping.stopped_by_sigterm() as stopped:
+        for m, n, k in _shapes(args.shapes):
+            measure_shape(GemmProblem(m, n, k), variants, args, rows, wrong)
+    if stopped:
+        print(f"stopped ({stopped[0]}): writing the {len(rows)} rows measured so far", flush=True)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "tune.json"), "w") as f:
-            json.dump({"env": bench.environment(), "rows": rows}, f)
+            json.dump({"env": bench.environment(), "rows": rows, "wrong": wrong, "stopped": bool(stopped)}, f)
     print(f"{'shape':<18} {'variant':<40} {'TFLOP/s':>8} {'TB/s':>6} {'x cuBLAS':>9} {'seed':>7}")
     for r in rows:
         print(f"{r['shape']:<18} {r['variant']:<40} {r['tflops']:8.1f} {r['tb_s']:6.2f} {r['ratio_to_cublas']:9.3f} "
               f"{r['seed_tflops']:7.1f}")
+    return 1 if wrong or stopped else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shlex
-import signal
 import sys
-import threading
 import time
 
 from .runtime import arch, ladder
@@ -147,7 +144,7 @@ def cmd_check(args):
 
 
 def cmd_bench(args):
-    from .measure import bench
+    from .measure import bench, stopping
     from .runtime import run
     from .runtime.problem import GemmProblem
 
@@ -167,7 +164,7 @@ def cmd_bench(args):
     records, wrong = [], []
     jobs = [(s, sh) for s in steps for sh in shapes]
     t0 = time.time()
-    with _stopped_by_sigterm() as stopped:
+    with stopping.stopped_by_sigterm() as stopped:
         for i, (step, shape) in enumerate(jobs, 1):
             config = configs[step.key]
             problem = GemmProblem(*shape)
@@ -219,25 +216,6 @@ def _print_bench_line(i, total, step, problem, rec, t0):
         file=sys.stderr,
         flush=True,
     )
-
-
-@contextlib.contextmanager
-def _stopped_by_sigterm():
-    """Ends the block early on SIGTERM (``timeout``'s signal) or Ctrl-C, and yields a list that then
-    names the signal: a long run that is stopped still writes what it measured."""
-    stopped = []
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term) if threading.current_thread() is threading.main_thread() else None
-    try:
-        yield stopped
-    except KeyboardInterrupt:
-        stopped.append("interrupted")
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_source(args):

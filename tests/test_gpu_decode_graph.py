@@ -1,0 +1,56 @@
+"""scripts/gpu_decode_graph.py on the CPU, its measurement faked: what it records and when."""
+
+import json
+import os
+import pathlib
+import signal
+import sys
+
+import pytest
+
+from gemm_course.measure import bench
+
+pytestmark = pytest.mark.fast
+
+SCRIPTS = str(pathlib.Path(__file__).resolve().parent.parent / "scripts")
+
+
+@pytest.fixture(scope="module")
+def graph_script():
+    sys.path.insert(0, SCRIPTS)
+    try:
+        import gpu_decode_graph
+
+        yield gpu_decode_graph
+    finally:
+        sys.path.remove(SCRIPTS)
+
+
+def test_a_wrong_output_is_not_recorded_and_a_stopped_run_writes_its_records(graph_script, monkeypatch, tmp_path):
+    """A wrong output is reported, not recorded, and the run goes on; a SIGTERM (``timeout``'s) in the
+    middle of a measurement ends the run, which writes the records finished before it and exits 1."""
+    import torch
+
+    measured = []
+
+    def measure(step, problem, rounds, launches, replays, copy, seed):
+        measured.append((step.key, problem.m))
+        if step.key == "sm90/11" and problem.m == 1:
+            raise bench.WrongOutput(f"{step.key} {problem.label}: relative error nan against float32")
+        if len(measured) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return {"kind": "decode_graph", "step": step.key, "gpu": "Fake GPU", "rel_error": 3e-3,
+                "shape": {"m": problem.m, "n": problem.n, "k": problem.k}, "step_ms": 0.01, "cublas_ms": 0.01,
+                "ratio": 1.0, "bandwidth": {"tb_s": 3.0, "fraction_of_copy": 0.9, "cublas_fraction_of_copy": 0.9}}
+
+    monkeypatch.setattr(graph_script, "measure", measure)
+    monkeypatch.setattr(bench, "copy_tb_s", lambda: 3.3)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=0: "Fake GPU")
+    before = signal.getsignal(signal.SIGTERM)
+    status = graph_script.main(["--out", str(tmp_path), "--steps", "sm90/12", "sm90/11",
+                                "--shapes", "1x256x256", "16x256x256", "64x256x256"])
+    assert status == 1 and signal.getsignal(signal.SIGTERM) == before
+    assert measured == [("sm90/12", 1), ("sm90/11", 1), ("sm90/12", 16)]  # stopped at the third
+    (path,) = tmp_path.iterdir()
+    kept = json.loads(path.read_text())["records"]
+    assert [(r["step"], r["shape"]["m"]) for r in kept] == [("sm90/12", 1)]  # the third was cut off mid-way
