@@ -1,0 +1,124 @@
+"""The prepared device run (scripts/gpu_decode12.sh), dry on the CPU: every command it would run names
+steps, shapes, variants and files that exist and that the steps take, so a rare device call is not
+spent on a typo. ``python3`` is a stand-in that logs its arguments (and the code it is fed); each
+logged command is then checked here with the course's own parsers and rules."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from gemm_course import cli
+from gemm_course.runtime import ladder, run
+from gemm_course.runtime.problem import GemmProblem
+
+pytestmark = pytest.mark.fast
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+
+FAKE_PY = r'''#!/bin/bash
+n=$(ls "$LOG"/*.args 2>/dev/null | wc -l)
+printf '%s\n' "$@" > "$LOG/$n.args"
+if [ "$1" = "-" ]; then cat > "$LOG/$n.stdin"; fi
+exit 0
+'''
+
+
+def logged_commands(tmp_path, *phases):
+    """[(argv, stdin or None)] of every python3 call ``gpu_decode12.sh OUT phases...`` makes, in order."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "log"
+    bin_dir.mkdir()
+    log.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(FAKE_PY)
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LOG": str(log)}
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_decode12.sh"), str(tmp_path / "out"), *phases], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = []
+    for i in range(len(list(log.glob("*.args")))):
+        stdin = log / f"{i}.stdin"
+        calls.append(((log / f"{i}.args").read_text().splitlines(), stdin.read_text() if stdin.exists() else None))
+    return calls
+
+
+def option(argv, name):
+    """The values after ``name`` up to the next option."""
+    i = argv.index(name) + 1
+    j = next((j for j in range(i, len(argv)) if argv[j].startswith("--")), len(argv))
+    return argv[i:j]
+
+
+def takes(step, shape, config=None):
+    problem = GemmProblem(*shape)
+    config = config if config is not None else step.config_for(problem)
+    ok, why = step.can_implement(problem, config)
+    assert ok, f"{step.key} {problem.label}: {why}"
+    step.load().Gemm(config)  # the kernel object its launch would build (nothing compiled)
+
+
+@pytest.fixture(scope="module")
+def scripts_on_path():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def test_the_check_phase_checks_real_shapes_and_variants_and_runs_existing_tests(tmp_path, monkeypatch):
+    calls = logged_commands(tmp_path, "check")
+    (code,) = [stdin for argv, stdin in calls if argv == ["-"]]
+    checked = []
+
+    def check(step, shapes, config=None, seed=None):
+        for shape in shapes:
+            takes(ladder.get(step), shape, config)
+            checked.append((shape, config))
+        return [run.CheckResult(ladder.get(step).key, tuple(s), 1e-3, True) for s in shapes]
+
+    monkeypatch.setattr(run, "check", check)
+    with pytest.raises(SystemExit) as done:
+        exec(compile(code, "gpu_decode12.sh:check", "exec"), {"__name__": "__main__"})
+    assert done.value.code == 0 and len(checked) >= 12 + 5 * 4
+    assert any(s[0] == 1 for s, _ in checked) and any(s[0] > 256 for s, _ in checked)  # M = 1, and past the swap
+    pytest_calls = [argv for argv, _ in calls if argv[:2] == ["-m", "pytest"]]
+    assert pytest_calls
+    files = [a for a in pytest_calls[0] if a.endswith(".py")]
+    assert "tests/test_swap_ab.py" in files and all((ROOT / f).exists() for f in files)
+    scripts = [argv[0] for argv, _ in calls if argv[0].startswith("scripts/")]
+    assert scripts and all((ROOT / s).exists() for s in scripts)
+
+
+def test_the_bench_and_graph_phases_name_shapes_the_steps_take(tmp_path):
+    calls = logged_commands(tmp_path, "bench", "graphs")
+    (bench,) = [argv for argv, _ in calls if argv[:3] == ["-m", "gemm_course", "bench"]]
+    args = cli.build_parser().parse_args(bench[2:])
+    assert args.rotate and args.tag == "decode12" and args.out
+    shapes = cli._shapes(args.shapes)
+    assert sorted({m for m, _, _ in shapes}) == [1, 8, 16, 32, 64, 128, 256]
+    for key in args.steps:
+        for shape in shapes:
+            takes(ladder.get(key), shape)
+    (graph,) = [argv for argv, _ in calls if argv[0] == "scripts/gpu_decode_graph.py"]
+    for key in option(graph, "--steps"):
+        for shape in cli._shapes(option(graph, "--shapes")):
+            takes(ladder.get(key), shape)
+    (kernels,) = [argv for argv, _ in calls if argv[0] == "scripts/cublas_kernels.py"]
+    assert cli._shapes(kernels[1:])
+
+
+def test_the_tune_phase_names_variants_the_steps_take(tmp_path, scripts_on_path):
+    import gpu_tune
+
+    (argv,) = [argv for argv, _ in logged_commands(tmp_path, "tune") if argv[0] == "scripts/gpu_tune.py"]
+    specs = [a for a in argv[1:] if a.startswith("sm")]
+    assert "sm90/12" in specs and "sm90/12:max_parts=2" in specs
+    for spec in specs:
+        step, changes = gpu_tune.variant(spec)
+        for shape in cli._shapes(option(argv, "--shapes")):
+            takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))
