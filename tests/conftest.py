@@ -59,3 +59,19 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         BaseDSL.generate_mlir, arch.compile_step = saved
+
+
+SCRIPTS_DIR = __import__("pathlib").Path(__file__).resolve().parent.parent / "scripts"
+
+
+def import_script(name: str):
+    """The module of ``scripts/<name>.py`` (scripts import their siblings, so scripts/ is on the path
+    while it loads; a second call returns the module already loaded)."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(SCRIPTS_DIR))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(SCRIPTS_DIR))

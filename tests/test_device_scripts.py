@@ -6,9 +6,9 @@ logged command is then checked here with the course's own parsers and rules."""
 import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
+from conftest import import_script
 
 from gemm_course import cli
 from gemm_course.runtime import ladder, run
@@ -17,7 +17,6 @@ from gemm_course.runtime.problem import GemmProblem
 pytestmark = pytest.mark.fast
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SCRIPTS = ROOT / "scripts"
 
 FAKE_PY = r'''#!/bin/bash
 n=$(ls "$LOG"/*.args 2>/dev/null | wc -l)
@@ -36,7 +35,7 @@ def logged_commands(tmp_path, *phases):
     fake.write_text(FAKE_PY)
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LOG": str(log)}
-    done = subprocess.run(["bash", str(SCRIPTS / "gpu_decode12.sh"), str(tmp_path / "out"), *phases], cwd=ROOT, env=env,
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_decode12.sh"), str(tmp_path / "out"), *phases], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     calls = []
@@ -59,15 +58,6 @@ def takes(step, shape, config=None):
     ok, why = step.can_implement(problem, config)
     assert ok, f"{step.key} {problem.label}: {why}"
     step.load().Gemm(config)  # the kernel object its launch would build (nothing compiled)
-
-
-@pytest.fixture(scope="module")
-def scripts_on_path():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        yield
-    finally:
-        sys.path.remove(str(SCRIPTS))
 
 
 def test_the_check_phase_checks_real_shapes_and_variants_and_runs_existing_tests(tmp_path, monkeypatch):
@@ -112,9 +102,8 @@ def test_the_bench_and_graph_phases_name_shapes_the_steps_take(tmp_path):
     assert cli._shapes(kernels[1:])
 
 
-def test_the_tune_phase_names_variants_the_steps_take(tmp_path, scripts_on_path):
-    import gpu_tune
-
+def test_the_tune_phase_names_variants_the_steps_take(tmp_path):
+    gpu_tune = import_script("gpu_tune")
     (argv,) = [argv for argv, _ in logged_commands(tmp_path, "tune") if argv[0] == "scripts/gpu_tune.py"]
     specs = [a for a in argv[1:] if a.startswith("sm")]
     assert "sm90/12" in specs and "sm90/12:max_parts=2" in specs

@@ -2,28 +2,20 @@
 
 import json
 import os
-import pathlib
 import signal
-import sys
 
 import pytest
+from conftest import import_script
 
 from gemm_course.measure import bench
 
 pytestmark = pytest.mark.fast
 
-SCRIPTS = str(pathlib.Path(__file__).resolve().parent.parent / "scripts")
 
 
 @pytest.fixture(scope="module")
 def graph_script():
-    sys.path.insert(0, SCRIPTS)
-    try:
-        import gpu_decode_graph
-
-        yield gpu_decode_graph
-    finally:
-        sys.path.remove(SCRIPTS)
+    return import_script("gpu_decode_graph")
 
 
 def test_a_wrong_output_is_not_recorded_and_a_stopped_run_writes_its_records(graph_script, monkeypatch, tmp_path):

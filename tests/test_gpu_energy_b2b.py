@@ -3,27 +3,19 @@ and tags are the broad sweep's, and a run (bench_step faked) writes one records 
 that records.energy_sweep reads back."""
 
 import json
-import pathlib
-import sys
 
 import pytest
+from conftest import import_script
 
 from gemm_course.measure import bench, records
 
 pytestmark = pytest.mark.fast
 
-SCRIPTS = str(pathlib.Path(__file__).resolve().parent.parent / "scripts")
 
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, SCRIPTS)
-    try:
-        import gpu_energy_b2b
-
-        yield gpu_energy_b2b
-    finally:
-        sys.path.remove(SCRIPTS)
+    return import_script("gpu_energy_b2b")
 
 
 def test_the_default_run_fits_in_eight_minutes(script):

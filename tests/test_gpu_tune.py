@@ -1,9 +1,8 @@
 """scripts/gpu_tune.py's variants, on the CPU: what each names is the config that would be timed."""
 
-import pathlib
-import sys
 
 import pytest
+from conftest import import_script
 
 from gemm_course.measure import b200
 from gemm_course.runtime import ladder
@@ -11,18 +10,11 @@ from gemm_course.runtime.problem import GemmProblem
 
 pytestmark = pytest.mark.fast
 
-SCRIPTS = str(pathlib.Path(__file__).resolve().parent.parent / "scripts")
 
 
 @pytest.fixture(scope="module")
 def gpu_tune():
-    sys.path.insert(0, SCRIPTS)  # the tool imports its sibling kernel_copies
-    try:
-        import gpu_tune
-
-        yield gpu_tune
-    finally:
-        sys.path.remove(SCRIPTS)
+    return import_script("gpu_tune")
 
 
 def test_a_plain_step_is_its_choice_for_the_shape(gpu_tune):
