@@ -5,16 +5,17 @@
 #          float32; then the gpu tests of step 12, the drop-in linear (CUDA graphs, torch.compile) and
 #          the operand checks, linear's kept calls (views per call, kept arguments); where linear's host
 #          time per call goes, with kept arguments off and on (scripts/gpu_linear_host.py)
-#   tune   the interleaved A/B of the rule's choices (tile height, split, hand-over, parts per tile: 2 and 4
-#          against the rule's, as the fp32 partial sums grow with the token tile)
-#          against sm90/11 and cuBLAS, weights rotated out of L2 (OUT/tune_*.json)
+#   tune   the interleaved A/B of the rule's choices against sm90/11 and cuBLAS, weights rotated out of
+#          L2 (OUT/tune.json): tile height, split, hand-over, and 2 or 4 parts per tile against the
+#          rule's (the fp32 partial sums grow with the token tile)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
+#   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
 #   graphs the same inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the
 #          kernels cuBLAS runs there (scripts/cublas_kernels.py)
 #   sweep  bench, then graphs
 # The records first (a device call runs at most 10 minutes, and a second start may fail):
-#   scripts/gpu_decode12.sh OUT check bench     (then)     scripts/gpu_decode12.sh OUT graphs tune
+#   scripts/gpu_decode12.sh OUT check bench     (then)     scripts/gpu_decode12.sh OUT graphs tune reversed
 set -uo pipefail
 out=${1:?output folder}
 shift
@@ -51,12 +52,17 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 256x4096x4096 16x14336x4096 16x4096x14336 16x1024x4096 \
   2>&1 | tee "$out/tune_decode12.log" | tail -45 || status=1
 ;;
-bench|sweep)
+bench|reversed|sweep)
 ms="1 8 16 32 64 128 256"
 nks="4096x4096 14336x4096 4096x14336 6144x4096 2048x8192"
 shapes=$(for m in $ms; do for nk in $nks; do echo -n "${m}x${nk} "; done; done)
-python3 -m gemm_course bench sm90/12 sm90/11 --shapes $shapes --rounds 5 --repeats 50 --rotate --out "$out" --tag decode12 \
-  2>&1 | tee "$out/decode12.log" | tail -40 || status=1
+if [ "$phase" = reversed ]; then  # the other order: a drift of clocks or heat over the run shows as a difference
+  python3 -m gemm_course bench sm90/11 sm90/12 --shapes $(echo $shapes | tr ' ' '\n' | tac) --rounds 5 --repeats 50 \
+    --rotate --out "$out" --tag decode12_reversed 2>&1 | tee "$out/decode12_reversed.log" | tail -40 || status=1
+else
+  python3 -m gemm_course bench sm90/12 sm90/11 --shapes $shapes --rounds 5 --repeats 50 --rotate --out "$out" \
+    --tag decode12 2>&1 | tee "$out/decode12.log" | tail -40 || status=1
+fi
 ;;&
 graphs|sweep)
 python3 scripts/cublas_kernels.py 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 \
@@ -65,8 +71,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-check|tune|bench|graphs|sweep) ;;
-*) echo "unknown phase $phase (check, tune, bench, graphs, sweep)"; status=2 ;;
+check|tune|bench|reversed|graphs|sweep) ;;
+*) echo "unknown phase $phase (check, tune, bench, reversed, graphs, sweep)"; status=2 ;;
 esac
 done
 exit $status

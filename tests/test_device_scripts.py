@@ -85,15 +85,17 @@ def test_the_check_phase_checks_real_shapes_and_variants_and_runs_existing_tests
 
 
 def test_the_bench_and_graph_phases_name_shapes_the_steps_take(tmp_path):
-    calls = logged_commands(tmp_path, "bench", "graphs")
-    (bench,) = [argv for argv, _ in calls if argv[:3] == ["-m", "gemm_course", "bench"]]
-    args = cli.build_parser().parse_args(bench[2:])
-    assert args.rotate and args.tag == "decode12" and args.out
-    shapes = cli._shapes(args.shapes)
+    calls = logged_commands(tmp_path, "bench", "graphs", "reversed")
+    forward, reversed_ = [cli.build_parser().parse_args(argv[2:]) for argv, _ in calls
+                          if argv[:3] == ["-m", "gemm_course", "bench"]]
+    assert forward.rotate and forward.tag == "decode12" and forward.out
+    shapes = cli._shapes(forward.shapes)
     assert sorted({m for m, _, _ in shapes}) == [1, 8, 16, 32, 64, 128, 256]
-    for key in args.steps:
+    for key in forward.steps:
         for shape in shapes:
             takes(ladder.get(key), shape)
+    assert reversed_.rotate and reversed_.tag == "decode12_reversed"  # the same run, in the other order
+    assert reversed_.steps == forward.steps[::-1] and cli._shapes(reversed_.shapes) == shapes[::-1]
     (graph,) = [argv for argv, _ in calls if argv[0] == "scripts/gpu_decode_graph.py"]
     for key in option(graph, "--steps"):
         for shape in cli._shapes(option(graph, "--shapes")):
