@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     copy = bench.copy_tb_s()
     print(f"copy bandwidth {copy:.2f} TB/s on {torch.cuda.get_device_name(0)}", flush=True)
     out, wrong = [], []
-    with stopping.stopped_by_sigterm() as stopped:
+    with stopping.until_stopped() as stopped:
         for text in args.shapes:
             problem = GemmProblem.parse(text)
             for key in args.steps:

@@ -103,7 +103,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     variants = {spec: variant(spec) for spec in args.variants}
     rows, wrong = [], []
-    with stopping.stopped_by_sigterm() as stopped:
+    with stopping.until_stopped() as stopped:
         for m, n, k in _shapes(args.shapes):
             measure_shape(GemmProblem(m, n, k), variants, args, rows, wrong)
     if stopped:

@@ -262,3 +262,30 @@ def test_bench_step_refuses_a_wrong_output_before_timing(monkeypatch):
         monkeypatch.setattr(bench, "compare", lambda *a, **k: pytest.fail("a wrong kernel was timed"))
         with pytest.raises(bench.WrongOutput, match="relative error .* nothing was timed or recorded"):
             bench.bench_step("sm90/11", problem, env={"gpu": "Fake GPU"})
+
+
+@pytest.mark.fast
+def test_bench_that_fails_part_way_writes_what_it_measured(monkeypatch, tmp_path, capsys):
+    """A fault in one measurement (a CUDA error leaves the context unusable) ends the run, which
+    writes the records measured before it, prints the traceback and exits 1."""
+    import json
+
+    from gemm_course.measure import bench
+    from gemm_course.runtime import run
+
+    monkeypatch.setattr(run, "require_gpu_for", lambda step: None)
+    monkeypatch.setattr(bench, "environment", lambda: {"gpu": "Fake GPU"})
+
+    def fake_bench_step(step, problem, config, *args, **kw):
+        if problem.m == 2:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return {"step": step.key, "gpu": "Fake GPU", "shape": {"m": problem.m, "n": problem.n, "k": problem.k},
+                "tflops": {"median": 1.0, "seed_mean": 1.0}, "cublas_tflops": {"median": 1.0}, "ratio_to_cublas": 1.0,
+                "rel_error": 3e-3, "config": {}, "bandwidth": {"tb_s": 1.0, "cublas_tb_s": 1.0}}
+
+    monkeypatch.setattr(bench, "bench_step", fake_bench_step)
+    assert cli.main(["bench", "sm90/11", "--shapes", "1x256x256", "2x256x256", "3x256x256", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "stopped (failed: RuntimeError: CUDA error: an illegal memory access" in err
+    (path,) = tmp_path.iterdir()
+    assert [r["shape"]["m"] for r in json.loads(path.read_text())["records"]] == [1]

@@ -164,7 +164,7 @@ def cmd_bench(args):
     records, wrong = [], []
     jobs = [(s, sh) for s in steps for sh in shapes]
     t0 = time.time()
-    with stopping.stopped_by_sigterm() as stopped:
+    with stopping.until_stopped() as stopped:
         for i, (step, shape) in enumerate(jobs, 1):
             config = configs[step.key]
             problem = GemmProblem(*shape)

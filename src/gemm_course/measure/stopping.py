@@ -1,22 +1,26 @@
-"""A long measuring run that is stopped keeps what it measured.
+"""A long measuring run that is stopped, or fails part-way, keeps what it measured.
 
 The device scripts bound each phase with ``timeout``, which sends SIGTERM; Python's default for it
-ends the process at once, and a run that writes its records at the end loses them all.
-:func:`stopped_by_sigterm` turns SIGTERM (and Ctrl-C) into the end of the block, so the code after
-it writes what was measured and says that the run did not finish.
+ends the process at once, and a run that writes its records at the end loses them all. So does an
+exception part-way (a CUDA fault in one kernel). :func:`until_stopped` turns SIGTERM, Ctrl-C and
+an exception into the end of the block, so the code after it writes what was measured and says
+that the run did not finish.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
+import traceback
 
 
 @contextlib.contextmanager
-def stopped_by_sigterm():
-    """Ends the block early on SIGTERM or Ctrl-C and yields a list, empty unless the block was
-    stopped (then it holds ``"interrupted"``). The caller's SIGTERM handler is restored after."""
+def until_stopped():
+    """Ends the block early on SIGTERM, Ctrl-C or an exception (its traceback printed to stderr) and
+    yields a list, empty unless the block ended early; then it holds why (``"interrupted"`` or
+    ``"failed: ..."``). The caller's SIGTERM handler is restored after."""
     stopped = []
 
     def on_term(signum, frame):
@@ -28,6 +32,9 @@ def stopped_by_sigterm():
         yield stopped
     except KeyboardInterrupt:
         stopped.append("interrupted")
+    except Exception as e:  # noqa: BLE001  (any failure: what was measured before it is still written)
+        traceback.print_exc(file=sys.stderr)
+        stopped.append(f"failed: {type(e).__name__}: {e}")
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
