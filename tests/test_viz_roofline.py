@@ -117,6 +117,14 @@ def test_decode_figure_and_table_from_records():
     assert GPU in fig.caption and "decode12" in fig.caption
     table = mr.decode_table(records)
     assert table.count("| sm90/12 |") == len(MS) and "88%" in table and "80%" in table
+    assert all(row.endswith("| - |") for row in table.splitlines() if "| sm90/" in row)  # no run in the other order
+    reversed_ = [dict(r, _file="20261207T011000Z_decode12_reversed.json", ratio_to_cublas=r["ratio_to_cublas"] * 0.95)
+                 for r in records if r["step"] == "sm90/12" and r["shape"]["m"] != 1]
+    assert mr.decode_runs(records + reversed_) == mr.decode_runs(records)  # the other order is not the run
+    both = mr.decode_table(records + reversed_)
+    rows = {(row.split("|")[1].strip(), row.split("|")[3].strip()): row for row in both.splitlines() if "| sm90/" in row}
+    assert rows["16", "sm90/12"].endswith(f"| {0.88 / 0.8 * 0.95:.3f} ({len(NKS)} shapes) |")
+    assert rows["1", "sm90/12"].endswith("| - |") and rows["16", "sm90/11"].endswith("| - |")
     h = mr.headline(records)
     assert h["to_cublas"] == pytest.approx(0.88 / 0.8) and h["over_step11"] == pytest.approx(0.88 / 0.6)
     assert h["copy_share_small_m"] == pytest.approx(0.88) and h["shapes"] == len(MS) * len(NKS)

@@ -36,6 +36,7 @@ from ._style import CTA_COLORS, CUBLAS, MEASURED, PAGE_WIDTH, TEXT_PT, message_f
 DRAM_LATENCY_US = 1.0
 
 DECODE12_TAG = "_decode12.json"  # scripts/gpu_decode12.sh: bench --tag decode12
+DECODE12_ORDERS = {"forward": DECODE12_TAG, "reversed": "_decode12_reversed.json"}  # its phases bench and reversed
 DECODE12_STEPS = ("sm90/12", "sm90/11")
 GRAPH_KIND = "decode_graph"  # scripts/gpu_decode_graph.py
 STEP_COLORS = {"sm90/12": MEASURED, "sm90/11": CTA_COLORS[1], "cuBLAS": CUBLAS}
@@ -140,11 +141,12 @@ def _newest_file(records: Sequence[dict]) -> list:
     return [r for r in records if r.get("_file") == newest]
 
 
-def decode_runs(records: Sequence[dict], steps: Sequence[str] = DECODE12_STEPS) -> list:
+def decode_runs(records: Sequence[dict], steps: Sequence[str] = DECODE12_STEPS, order: str = "forward") -> list:
     """The newest step-12 decode run (``scripts/gpu_decode12.sh``): bench records of ``steps``
-    from results files tagged ``decode12``, operands rotated out of L2, each with its
-    ``bandwidth``; empty when no such run is recorded."""
-    found = [r for r in records if r.get("step") in steps and r.get("_file", "").endswith(DECODE12_TAG)
+    from results files tagged ``decode12`` (``order="reversed"``: ``decode12_reversed``, the same
+    shapes and steps in the other order), operands rotated out of L2, each with its ``bandwidth``;
+    empty when no such run is recorded."""
+    found = [r for r in records if r.get("step") in steps and r.get("_file", "").endswith(DECODE12_ORDERS[order])
              and r.get("rotation") and r.get("bandwidth")]
     return sorted(_newest_file(found), key=lambda r: (shape_of(r), steps.index(r["step"])))
 
@@ -260,13 +262,15 @@ def graph_times(records: Sequence[dict], title: str = "Inside a CUDA graph: micr
 
 def decode_table(records: Sequence[dict]) -> str:
     """A Markdown table of the newest decode run per M: for ``sm90/12`` and ``sm90/11``, the
-    geometric mean of the ratio to cuBLAS (its own rounds), the lowest, and the median share of the
-    run's copy bandwidth; a sentence when there is no run."""
+    geometric mean of the ratio to cuBLAS (its own rounds), the lowest, the median share of the
+    run's copy bandwidth, and the same geometric mean in the run of the other order (the same
+    shapes, ``decode_runs(order="reversed")``; "-" without one); a sentence when there is no run."""
     runs = decode_runs(records)
     if not runs:
         return "No record yet of step 12's decode run (`scripts/gpu_decode12.sh OUT` on a Hopper GPU, tag decode12)."
-    rows = ["| M | shapes | step | geomean of cuBLAS / step time | lowest | median share of copy bandwidth | cuBLAS's |",
-            "|---:|---:|---|---:|---:|---:|---:|"]
+    other = {(r["step"], shape_of(r)): r["ratio_to_cublas"] for r in decode_runs(records, order="reversed")}
+    rows = ["| M | shapes | step | geomean of cuBLAS / step time | lowest | median share of copy bandwidth | cuBLAS's "
+            "| the other order's geomean |", "|---:|---:|---|---:|---:|---:|---:|---:|"]
     for m in sorted({shape_of(r)[0] for r in runs}):
         for step in DECODE12_STEPS:
             these = [r for r in runs if r["step"] == step and shape_of(r)[0] == m]
@@ -275,9 +279,10 @@ def decode_table(records: Sequence[dict]) -> str:
             ratios = [r["ratio_to_cublas"] for r in these]
             share = [r["bandwidth"]["fraction_of_copy"] for r in these if r["bandwidth"].get("fraction_of_copy")]
             theirs = [r["bandwidth"]["cublas_fraction_of_copy"] for r in these if r["bandwidth"].get("cublas_fraction_of_copy")]
-            rows.append(f"| {m} | {len(these)} | {step} | {geomean(ratios):.3f} | {min(ratios):.3f} | "
-                        f"{statistics.median(share):.0%} | {statistics.median(theirs):.0%} |" if share and theirs else
-                        f"| {m} | {len(these)} | {step} | {geomean(ratios):.3f} | {min(ratios):.3f} | - | - |")
+            shares = (f"{statistics.median(share):.0%} | {statistics.median(theirs):.0%}" if share and theirs else "- | -")
+            reversed_ = [other[step, shape_of(r)] for r in these if (step, shape_of(r)) in other]
+            again = f"{geomean(reversed_):.3f} ({len(reversed_)} shapes)" if reversed_ else "-"
+            rows.append(f"| {m} | {len(these)} | {step} | {geomean(ratios):.3f} | {min(ratios):.3f} | {shares} | {again} |")
     return "\n".join(rows) + f"\n\n{provenance(runs[0])}."
 
 
