@@ -16,6 +16,8 @@
 #   sweep  bench, then graphs
 # The records first (a device call runs at most 10 minutes, and a second start may fail):
 #   scripts/gpu_decode12.sh OUT check bench     (then)     scripts/gpu_decode12.sh OUT graphs tune reversed
+# Then, wherever OUT is: `python -m gemm_course.measure.b200 copy OUT` puts its record files under
+# results/<gpu>/ (a file with a wrong output is not copied); OUT/tune.json is the A/B's raw rows.
 set -uo pipefail
 out=${1:?output folder}
 shift
