@@ -267,7 +267,7 @@ def decode_table(records: Sequence[dict]) -> str:
     shapes, ``decode_runs(order="reversed")``; "-" without one); a sentence when there is no run."""
     runs = decode_runs(records)
     if not runs:
-        return "No record yet of step 12's decode run (`scripts/gpu_decode12.sh OUT` on a Hopper GPU, tag decode12)."
+        return "No record yet of step 12's decode run (`scripts/gpu_decode12.sh OUT check bench` on a Hopper GPU, tag decode12)."
     other = {(r["step"], shape_of(r)): r["ratio_to_cublas"] for r in decode_runs(records, order="reversed")}
     rows = ["| M | shapes | step | geomean of cuBLAS / step time | lowest | median share of copy bandwidth | cuBLAS's "
             "| the other order's geomean |", "|---:|---:|---|---:|---:|---:|---:|---:|"]
