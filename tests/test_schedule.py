@@ -1,5 +1,6 @@
 """The persistent kernels' schedule (stream-K tail): every K tile of every tile exactly once, a
-hand-over protocol that cannot deadlock, and main parts that run in lockstep."""
+hand-over protocol that cannot deadlock while ``clusters_at_once`` clusters run together, and main
+parts that run in lockstep."""
 
 import collections
 
@@ -177,3 +178,42 @@ def test_lockstep_threshold_matches_the_recorded_runs():
         assert records.geomean(1 + v[order] for v in above) > 1.0, order
         assert records.geomean(1 + v[order] for v in at_128) < 1.0, order
         assert records.geomean(1 + v[order] for v in below) < 1.0, order
+
+
+def _finishes_with(slots: int, plans) -> bool:
+    """Runs ``plans`` with at most ``slots`` clusters at once, started in launch order, each holding
+    its slot until its last unit is done; a tile's K-tile-0 piece waits for the tile's other pieces.
+    True when every cluster finishes."""
+    pieces = collections.Counter(index for units in plans for index, _, _ in units)
+    done = collections.Counter()  # tile -> its pieces done, the finisher's aside
+    position = [0] * len(plans)
+    running, launched = [], 0
+    while running or launched < len(plans):
+        while len(running) < slots and launched < len(plans):
+            running.append(launched)
+            launched += 1
+        moved = False
+        for c in list(running):
+            while position[c] < len(plans[c]):
+                index, k_begin, _ = plans[c][position[c]]
+                if k_begin == 0 and done[index] < pieces[index] - 1:
+                    break  # the finisher waits
+                done[index] += k_begin > 0
+                position[c] += 1
+                moved = True
+            if position[c] == len(plans[c]):
+                running.remove(c)
+                moved = True
+        if not moved:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
+def test_clusters_at_once_is_the_fewest_that_let_the_launch_finish(tiles, clusters, k_tiles):
+    """``clusters_at_once`` against a run of the plan with that many clusters at once, and one fewer:
+    the hand-over cannot deadlock on a GPU of its own, and needs this many SMs when it shares one."""
+    plans = schedule.plan(tiles, clusters, k_tiles)
+    need = schedule.clusters_at_once(tiles, clusters, k_tiles)
+    assert _finishes_with(need, plans) and (need == 1 or not _finishes_with(need - 1, plans))
+    assert need <= clusters and schedule.clusters_at_once(tiles, clusters, k_tiles, enabled=False) == 1

@@ -202,6 +202,25 @@ def plan(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> List[
     return out
 
 
+def clusters_at_once(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> int:
+    """The fewest of the launched clusters that must run at the same time for the launch to finish,
+    when clusters start in launch order and each holds its SMs until its last unit is done.
+
+    A finisher waits for pieces of clusters launched after it. In the classic layout those are
+    first pieces, which never wait: one more cluster running beside a waiting one always makes
+    progress (2). In lockstep every main part finishes its tile and waits for helpers launched
+    after all the mains: the mains and one helper (``mains + 1``). Without a split nobody waits
+    (1). The kernel launches no more clusters than the GPU holds at once, so on a GPU of its own
+    this always holds; a launch sharing the SMs with kernels that keep theirs (a partition of the
+    SMs, communication kernels that spin) needs this many free. The Blackwell tail (cluster launch
+    control) waits on no unit that has not started, so it needs one.
+    """
+    _, tail_tiles, main_k, _, _ = split_tail(tiles, clusters, k_tiles, enabled)
+    if not tail_tiles:
+        return 1
+    return main_clusters(tail_tiles, main_k) + 1 if main_k else 2
+
+
 def split_tail_bytes(tiles: int, clusters: int, k_tiles: int, k_tile_bytes: int) -> int:
     """Operand bytes the runs stream if no two clusters read a panel at the same time.
 
