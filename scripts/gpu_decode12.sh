@@ -1,13 +1,14 @@
 #!/bin/bash
 # Step 12 (swap A and B for decode-sized GEMMs) on a Hopper GPU. Phases, by name (any order):
 #   check  correctness on unseen shapes (M = 1 .. 300, K not a multiple of 64, both tile heights, with
-#          and without the stream-K split and the gathered hand-over), NaN-poisoned outputs against
-#          float32; then the gpu tests of step 12, the drop-in linear (CUDA graphs, torch.compile) and
-#          the operand checks, linear's kept calls (views per call, kept arguments); where linear's host
-#          time per call goes, with kept arguments off and on (scripts/gpu_linear_host.py)
+#          and without the stream-K split and the gathered hand-over, at long K with the classic tail
+#          and with step 11's lockstep), NaN-poisoned outputs against float32; then the gpu tests of
+#          step 12, the drop-in linear (CUDA graphs, torch.compile) and the operand checks, linear's
+#          kept calls (views per call, kept arguments); where linear's host time per call goes, with
+#          kept arguments off and on (scripts/gpu_linear_host.py)
 #   tune   the interleaved A/B of the rule's choices against sm90/11 and cuBLAS, weights rotated out of
-#          L2 (OUT/tune.json): tile height, split, hand-over, and 2 or 4 parts per tile against the
-#          rule's (the fp32 partial sums grow with the token tile)
+#          L2 (OUT/tune.json): tile height, split, hand-over, step 11's lockstep tail at long K, and 2
+#          or 4 parts per tile against the rule's (the fp32 partial sums grow with the token tile)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
 #   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
@@ -42,6 +43,11 @@ for changes in ({"tile_m": 64}, {"stream_k": False}, {"gather_parts": False}, {"
         config = dataclasses.replace(step.config_for(GemmProblem(*shape)), **changes)
         for r in run.check(step, [shape], config=config, seed=23):
             print(changes, r); bad += not r.ok
+for changes in ({}, {"lockstep": True}, {"lockstep": True, "tile_m": 64}):  # long K: the classic tail, and step 11's lockstep
+    for shape in [(16, 4096, 14336), (128, 2048, 14336), (1, 1024, 9216)]:
+        config = dataclasses.replace(step.config_for(GemmProblem(*shape)), **changes)
+        for r in run.check(step, [shape], config=config, seed=29):
+            print(changes, r); bad += not r.ok
 sys.exit(1 if bad else 0)
 EOF
 gpu_tests=$(ls tests/test_swap_ab.py tests/test_linear.py tests/test_problem.py tests/test_linear_graph.py tests/test_linear_kept.py 2>/dev/null)
@@ -50,7 +56,7 @@ python3 scripts/gpu_linear_host.py --m 16 2>&1 | tee "$out/linear_host.txt" || s
 ;;
 tune)
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out" \
-  sm90/11 sm90/12 "sm90/12:max_parts=4" "sm90/12:max_parts=2" "sm90/12:tile_m=64" "sm90/12:stream_k=false" "sm90/12:gather_parts=false" \
+  sm90/11 sm90/12 "sm90/12:max_parts=4" "sm90/12:max_parts=2" "sm90/12:tile_m=64" "sm90/12:stream_k=false" "sm90/12:gather_parts=false" "sm90/12:lockstep=true" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 256x4096x4096 16x14336x4096 16x4096x14336 16x1024x4096 \
   2>&1 | tee "$out/tune_decode12.log" | tail -45 || status=1
 ;;

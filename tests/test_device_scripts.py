@@ -11,6 +11,7 @@ import pytest
 from conftest import import_script
 
 from gemm_course import cli
+from gemm_course.rules import schedule
 from gemm_course.runtime import ladder, run
 from gemm_course.runtime.problem import GemmProblem
 
@@ -76,6 +77,8 @@ def test_the_check_phase_checks_real_shapes_and_variants_and_runs_existing_tests
         exec(compile(code, "gpu_decode12.sh:check", "exec"), {"__name__": "__main__"})
     assert done.value.code == 0 and len(checked) >= 12 + 5 * 4
     assert any(s[0] == 1 for s, _ in checked) and any(s[0] > 256 for s, _ in checked)  # M = 1, and past the swap
+    long_k = [(s, c) for s, c in checked if c is not None and -(-s[2] // c.tile_k) >= schedule.LOCKSTEP_K_TILES]
+    assert {c.lockstep for _, c in long_k} == {False, True}  # a long K loop with the classic tail and with lockstep
     pytest_calls = [argv for argv, _ in calls if argv[:2] == ["-m", "pytest"]]
     assert pytest_calls
     files = [a for a in pytest_calls[0] if a.endswith(".py")]

@@ -217,3 +217,15 @@ def test_clusters_at_once_is_the_fewest_that_let_the_launch_finish(tiles, cluste
     need = schedule.clusters_at_once(tiles, clusters, k_tiles)
     assert _finishes_with(need, plans) and (need == 1 or not _finishes_with(need - 1, plans))
     assert need <= clusters and schedule.clusters_at_once(tiles, clusters, k_tiles, enabled=False) == 1
+
+
+@pytest.mark.parametrize("tiles,clusters,k_tiles", CASES)
+def test_the_classic_layout_at_every_k(tiles, clusters, k_tiles):
+    """``lockstep_from=NO_LOCKSTEP`` (sm90/12): no main parts at any K, every K tile once, and two
+    clusters at once are enough."""
+    plans = schedule.plan(tiles, clusters, k_tiles, lockstep_from=schedule.NO_LOCKSTEP)
+    assert schedule.launch_constants(tiles, clusters, k_tiles, lockstep_from=schedule.NO_LOCKSTEP).main_k == 0
+    seen = collections.Counter((index, k) for units in plans for index, b, e in units for k in range(b, e))
+    assert len(seen) == tiles * k_tiles and set(seen.values()) == {1}
+    need = schedule.clusters_at_once(tiles, clusters, k_tiles, lockstep_from=schedule.NO_LOCKSTEP)
+    assert need <= 2 and _finishes_with(need, plans)

@@ -16,12 +16,12 @@ import cutlass, cutlass.cute as cute
 from gemm_course.rules import schedule
 
 @cute.jit
-def plan(tiles: cutlass.Int32, max_clusters: cutlass.Constexpr, k_tiles: cutlass.Int32):
+def plan(tiles: cutlass.Int32, max_clusters: cutlass.Constexpr, k_tiles: cutlass.Int32, lockstep_from: cutlass.Constexpr):
     select, minimum, maximum = schedule.operations(tiles, k_tiles)
     # the host side of sm90/11 (launched_clusters, schedule_constants)
     clusters = schedule.grid_clusters(tiles, max_clusters, k_tiles, True, select, minimum)
     enabled = (k_tiles > 0) == True  # noqa: E712  (a runtime value, as in the kernel)
-    c = schedule.launch_constants(tiles, clusters, k_tiles, enabled, select, minimum, maximum)
+    c = schedule.launch_constants(tiles, clusters, k_tiles, enabled, select, minimum, maximum, lockstep_from=lockstep_from)
     piece_div = cute.fast_divmod_create_divisor_v2(cutlass.Int32(c.piece))
     share_div = cute.fast_divmod_create_divisor_v2(cutlass.Int32(c.share))
     cute.printf("case %d %d grid %d", tiles, k_tiles, clusters)
@@ -36,9 +36,9 @@ def plan(tiles: cutlass.Int32, max_clusters: cutlass.Constexpr, k_tiles: cutlass
                 cutlass.select_, cutlass.min, cutlass.max)
             cute.printf("unit %d %d %d %d", cluster, index, k_begin, k_end)
 
-max_clusters = int(sys.argv[1])
-run = cute.compile(plan, cutlass.Int32(1), max_clusters, cutlass.Int32(1))
-for arg in sys.argv[2:]:
+max_clusters, lockstep_from = int(sys.argv[1]), int(sys.argv[2])
+run = cute.compile(plan, cutlass.Int32(1), max_clusters, cutlass.Int32(1), lockstep_from)
+for arg in sys.argv[3:]:
     tiles, k_tiles = map(int, arg.split(","))
     run(cutlass.Int32(tiles), cutlass.Int32(k_tiles))
 '''
@@ -67,17 +67,19 @@ def _parse(words: list) -> dict:
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("max_clusters", [66, 8])
-def test_traced_schedule_is_the_twins(max_clusters, tmp_path):
-    got = _parse(printed_words(TRACED, [max_clusters] + [f"{t},{k}" for t, k in CASES], tmp_path))
+@pytest.mark.parametrize("max_clusters,lockstep_from", [(66, schedule.LOCKSTEP_K_TILES), (8, schedule.LOCKSTEP_K_TILES),
+                                                         (66, schedule.NO_LOCKSTEP)])  # sm90/12: classic at every K
+def test_traced_schedule_is_the_twins(max_clusters, lockstep_from, tmp_path):
+    got = _parse(printed_words(TRACED, [max_clusters, lockstep_from] + [f"{t},{k}" for t, k in CASES], tmp_path))
     assert set(got) == set(CASES)
     kinds = set()
     for tiles, k_tiles in CASES:
         grid = schedule.grid_clusters(tiles, max_clusters, k_tiles)
-        plan = schedule.plan(tiles, grid, k_tiles)
+        plan = schedule.plan(tiles, grid, k_tiles, lockstep_from=lockstep_from)
         traced = got[(tiles, k_tiles)]
         assert traced[0] == grid, (tiles, k_tiles)
         assert traced[1:] + [[]] * (grid - len(traced[1:])) == plan, (tiles, k_tiles)
-        c = schedule.launch_constants(tiles, grid, k_tiles)
+        c = schedule.launch_constants(tiles, grid, k_tiles, lockstep_from=lockstep_from)
         kinds.add("lockstep" if c.main_k else "classic" if c.helpers else "whole")
-    assert kinds == {"lockstep", "classic", "whole"}  # every layout of the tail was traced
+    expected = {"lockstep", "classic", "whole"} if lockstep_from == schedule.LOCKSTEP_K_TILES else {"classic", "whole"}
+    assert kinds == expected  # every layout of the tail was traced

@@ -52,7 +52,8 @@ def test_large_m_is_step_11(m):
     problem = GemmProblem(m, 4096, 4096)
     config = STEP.config_for(problem)
     eleven = ladder.get("sm90/11").config_for(problem)
-    assert not config.swap_ab
+    assert not config.swap_ab and config.lockstep  # step 11's split tail: lockstep from its K
+    assert step12.Gemm(config).lockstep_from == step11.Gemm(eleven).lockstep_from == schedule.LOCKSTEP_K_TILES
     assert {f: getattr(config, f) for f in dataclasses.asdict(eleven)} == dataclasses.asdict(eleven)
 
 
@@ -120,7 +121,25 @@ def test_w_is_spread_over_most_sms(n, k):
     tiles, k_tiles = -(-n // config.tile_m), -(-k // config.tile_k)
     clusters = schedule.grid_clusters(tiles, 132, k_tiles, max_parts=config.max_parts)
     assert clusters >= 112
-    assert schedule.busy_fraction(tiles, clusters, k_tiles) > 0.95
+    lockstep_from = step12.Gemm(config).lockstep_from
+    assert schedule.busy_fraction(tiles, clusters, k_tiles, lockstep_from=lockstep_from) > 0.95
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("m", DECODE_MS)
+@pytest.mark.parametrize("n, k", [(4096, 4096), (4096, 14336), (2048, 8192), (8192, 28672), (1024, 14336)])
+def test_no_tile_waits_for_a_cta_launched_after_every_main_part(m, n, k):
+    """Swapped tiles share no panel, so the split tail keeps the classic layout at every K (no
+    lockstep): two CTAs running at once let the launch finish, where lockstep would need all the
+    main parts and a helper (a serving process may leave the kernel fewer SMs than it launched)."""
+    config = STEP.config_for(GemmProblem(m, n, k))
+    gemm = step12.Gemm(config)
+    assert not config.lockstep and gemm.lockstep_from == schedule.NO_LOCKSTEP
+    tiles, k_tiles = -(-n // config.tile_m), -(-k // config.tile_k)
+    clusters = schedule.grid_clusters(tiles, 132, k_tiles, max_parts=config.max_parts)
+    assert schedule.clusters_at_once(tiles, clusters, k_tiles, lockstep_from=gemm.lockstep_from) <= 2
+    if k_tiles >= schedule.LOCKSTEP_K_TILES and tiles < clusters:  # what step 11's layout would need here
+        assert schedule.clusters_at_once(tiles, clusters, k_tiles) == tiles + 1
 
 
 # ---- the kernel, compiled for sm_90a on the CPU ------------------------------------------------

@@ -51,6 +51,7 @@ IDLE_SHARE = 8
 # classic layout's runs stream their operands from DRAM), and level or within the noise with many
 # waves (0 at 192, +0.6 and -1.7% at 224, +0.8 to +2.0% at 448). NOTES.md has the runs.
 LOCKSTEP_K_TILES = 144
+NO_LOCKSTEP = 2**31 - 1  # a ``lockstep_from`` no K loop reaches: the classic layout at every K
 
 
 def _select(condition, if_true, if_false):
@@ -66,13 +67,15 @@ def operations(*values) -> tuple:
     return cutlass.select_, cutlass.min, cutlass.max
 
 
-def split_tail(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min):
-    """(whole tiles, tail tiles, main parts' K tiles (0: classic), clusters with runs, K tiles in the runs)."""
+def split_tail(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min, *,
+               lockstep_from=LOCKSTEP_K_TILES):
+    """(whole tiles, tail tiles, main parts' K tiles (0: classic), clusters with runs, K tiles in the runs);
+    lockstep from ``lockstep_from`` K tiles per tile on."""
     tail_tiles = tiles % clusters
     idle = clusters - tail_tiles
     worth = (idle * k_tiles > FIXUP_K_TILES * clusters) & (idle * IDLE_SHARE > clusters)
     tail_tiles = select(worth & enabled, tail_tiles, 0)
-    main_k = select(k_tiles >= LOCKSTEP_K_TILES, (tail_tiles * k_tiles + clusters - 1) // clusters, 0)
+    main_k = select(k_tiles >= lockstep_from, (tail_tiles * k_tiles + clusters - 1) // clusters, 0)
     rest_k = tail_tiles * (k_tiles - main_k)
     return tiles - tail_tiles, tail_tiles, main_k, minimum(clusters - main_clusters(tail_tiles, main_k, select), rest_k), rest_k
 
@@ -126,8 +129,9 @@ class LaunchConstants(NamedTuple):
 
 
 def launch_constants(tiles, clusters, k_tiles, enabled=True, select: Callable = _select, minimum: Callable = min,
-                     maximum: Callable = max) -> LaunchConstants:
-    whole, tail_tiles, main_k, helpers, rest_k = split_tail(tiles, clusters, k_tiles, enabled, select, minimum)
+                     maximum: Callable = max, *, lockstep_from=LOCKSTEP_K_TILES) -> LaunchConstants:
+    whole, tail_tiles, main_k, helpers, rest_k = split_tail(tiles, clusters, k_tiles, enabled, select, minimum,
+                                                            lockstep_from=lockstep_from)
     mains = main_clusters(tail_tiles, main_k, select)
     return LaunchConstants(whole, whole // clusters, whole % clusters, mains, main_k, helpers, rest_k,
                            maximum(k_tiles - main_k, 1), maximum(helpers, 1))
@@ -189,9 +193,10 @@ def helper_slots(index, whole_tiles, main_k, helpers, rest_k, piece, select: Cal
     return first + offset, last + offset
 
 
-def plan(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> List[List[Tuple[int, int, int]]]:
+def plan(tiles: int, clusters: int, k_tiles: int, enabled: bool = True,
+         lockstep_from: int = LOCKSTEP_K_TILES) -> List[List[Tuple[int, int, int]]]:
     """Every cluster's units, [(tile index, k_begin, k_end), ...], in the order it runs them."""
-    c = launch_constants(tiles, clusters, k_tiles, enabled)
+    c = launch_constants(tiles, clusters, k_tiles, enabled, lockstep_from=lockstep_from)
     out = []
     for cluster in range(clusters):
         start, end = helper_run(cluster, c.mains, c.helpers, c.rest_k, c.share)
@@ -202,7 +207,8 @@ def plan(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> List[
     return out
 
 
-def clusters_at_once(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> int:
+def clusters_at_once(tiles: int, clusters: int, k_tiles: int, enabled: bool = True,
+                     lockstep_from: int = LOCKSTEP_K_TILES) -> int:
     """The fewest of the launched clusters that must run at the same time for the launch to finish,
     when clusters start in launch order and each holds its SMs until its last unit is done.
 
@@ -215,7 +221,7 @@ def clusters_at_once(tiles: int, clusters: int, k_tiles: int, enabled: bool = Tr
     SMs, communication kernels that spin) needs this many free. The Blackwell tail (cluster launch
     control) waits on no unit that has not started, so it needs one.
     """
-    _, tail_tiles, main_k, _, _ = split_tail(tiles, clusters, k_tiles, enabled)
+    _, tail_tiles, main_k, _, _ = split_tail(tiles, clusters, k_tiles, enabled, lockstep_from=lockstep_from)
     if not tail_tiles:
         return 1
     return main_clusters(tail_tiles, main_k) + 1 if main_k else 2
@@ -232,9 +238,10 @@ def split_tail_bytes(tiles: int, clusters: int, k_tiles: int, k_tile_bytes: int)
     return split_tail(tiles, clusters, k_tiles)[4] * k_tile_bytes
 
 
-def busy_fraction(tiles: int, clusters: int, k_tiles: int, enabled: bool = True) -> float:
+def busy_fraction(tiles: int, clusters: int, k_tiles: int, enabled: bool = True,
+                  lockstep_from: int = LOCKSTEP_K_TILES) -> float:
     """Useful K tiles over (clusters x the longest cluster's K tiles): 1.0 is a perfectly even split."""
-    work = [sum(e - b for _, b, e in units) for units in plan(tiles, clusters, k_tiles, enabled)]
+    work = [sum(e - b for _, b, e in units) for units in plan(tiles, clusters, k_tiles, enabled, lockstep_from)]
     return tiles * k_tiles / (clusters * max(work))
 
 

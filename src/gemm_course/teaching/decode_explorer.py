@@ -87,7 +87,7 @@ def layout(key: str, m: int, n: int, k: int) -> Layout:
         clusters = gemm.launched_clusters(a_shape, c_shape)
         k_tiles = -(-k // config.tile_k)
         per_tile = [0] * tiles
-        for units in schedule.plan(tiles, clusters, k_tiles, config.stream_k):
+        for units in schedule.plan(tiles, clusters, k_tiles, config.stream_k, gemm.lockstep_from):
             for tile, _, _ in units:
                 per_tile[tile] += 1
     else:

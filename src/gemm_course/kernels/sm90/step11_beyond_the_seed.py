@@ -97,6 +97,7 @@ class Gemm(parent.Gemm):
         # the producer runs at most `stages` K tiles ahead, so at most stages + 1 units' slots are live
         self.ring_depth = self.stages + 2
         self.max_parts = schedule.MAX_PARTS  # clusters per tile when there are fewer tiles than clusters
+        self.lockstep_from = schedule.LOCKSTEP_K_TILES  # K tiles per tile from which the split tail runs in lockstep
 
     # ---- host side ----------------------------------------------------------------------------
 
@@ -162,7 +163,8 @@ class Gemm(parent.Gemm):
         # k_tiles > 0 always holds: `enabled` is a runtime value whenever the shapes are (a constant
         # False next to runtime values trips the compiler), and Python's bool for static shapes
         enabled = (k_tiles > 0) == self.config.stream_k
-        c = schedule.launch_constants(tiles, clusters, k_tiles, enabled, *schedule.operations(tiles, clusters, k_tiles))
+        c = schedule.launch_constants(tiles, clusters, k_tiles, enabled, *schedule.operations(tiles, clusters, k_tiles),
+                                      lockstep_from=self.lockstep_from)
         dividers = tuple(cute.fast_divmod_create_divisor_v2(cutlass.Int32(v)) for v in (c.piece, c.share))
         return tuple(cutlass.Int32(v) for v in c) + dividers  # a plain tuple crosses into the kernel
 

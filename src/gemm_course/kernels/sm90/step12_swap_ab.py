@@ -23,6 +23,10 @@ Parent: step 11. Key differences (chapter 12):
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
   thread per part waits for its flag, all at once, and the finisher issues every part's loads
   before it adds any (``gather_parts``; off, it is step 11's hand-over).
+* *No lockstep.* Step 11 runs a long K loop's split tail in lockstep so that tiles sharing a
+  panel read it together; swapped tiles are different rows of W and share nothing, and each
+  lockstep main part would wait for helpers launched after all the mains. The classic layout at
+  every K (``lockstep`` off) needs only two CTAs running at once (``schedule.clusters_at_once``).
 * *Enough bytes in flight.* A stage holds (tile_m + tile_n) x 64 bf16, 18 KiB at 128 x 16: the
   stages that fit in shared memory (``config_for``: 12 at 128 x 16) keep ~200 KiB of W in flight
   per SM, far above Little's law's ~25 KiB (3.35 TB/s / 132 SMs x ~1 us of DRAM latency).
@@ -68,6 +72,7 @@ class Config(parent.Config):
     gpc_order: bool = False  # every tile is a tail tile: no full wave to place
     gather_parts: bool = True  # the finisher waits for all its parts at once, then loads them all
     max_parts: int = 4  # clusters per tile when the tiles are fewer than the clusters (schedule.MAX_PARTS)
+    lockstep: bool = False  # the classic layout at every K: lockstep's shared panels buy nothing here (below)
 
 
 def check_config(config: Config):
@@ -112,10 +117,12 @@ def split_for(n: int, clusters: int) -> tuple:
 
 def config_for(problem, config: Config = Config()) -> Config:
     """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens (tile_n: M rounded up to 16; tile_m
-    and parts per tile from ``split_for``; the stages that fit), else step 11's choice with ``swap_ab``
-    and ``gather_parts`` off (step 11's kernel)."""
+    and parts per tile from ``split_for``; the stages that fit; the classic layout at every K), else
+    step 11's choice with ``swap_ab`` and ``gather_parts`` off and lockstep from step 11's K (step
+    11's kernel)."""
     if problem.m > SWAP_MAX_M:
-        return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, **_STEP11_FIELDS))
+        return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, lockstep=True,
+                                                              **_STEP11_FIELDS))
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
     tile_m, max_parts = split_for(problem.n, max_clusters(1))
@@ -138,6 +145,10 @@ class Gemm(parent.Gemm):
     def __init__(self, config: Config):
         super().__init__(config)
         self.max_parts = config.max_parts
+        # Lockstep main parts start every tile at K tile 0 together so that tiles sharing a panel read it
+        # at once; swapped tiles are different rows of W, so there is nothing to share, and each main
+        # part would wait for helpers launched after all the mains (schedule.clusters_at_once).
+        self.lockstep_from = schedule.LOCKSTEP_K_TILES if config.lockstep else schedule.NO_LOCKSTEP
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, mPartials: cute.Tensor, mFlags: cute.Tensor,
