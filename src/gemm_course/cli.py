@@ -184,7 +184,7 @@ def cmd_bench(args):
             _print_bench_line(i, len(jobs), step, problem, rec, t0)
     if stopped:
         print(f"stopped ({stopped[0]}) after {len(records)} of {len(jobs)} measurements: the records measured so far "
-              f"are written", file=sys.stderr, flush=True)
+              f"are kept", file=sys.stderr, flush=True)
     if not records:
         print("nothing measured")
         return 1
