@@ -7,8 +7,8 @@
 #          kept calls (views per call, kept arguments); where linear's host time per call goes, with
 #          kept arguments off and on (scripts/gpu_linear_host.py)
 #   tune   the interleaved A/B of the rule's choices against sm90/11 and cuBLAS, weights rotated out of
-#          L2 (OUT/tune.json): tile height, split, hand-over, step 11's lockstep tail at long K, and 2
-#          or 4 parts per tile against the rule's (the fp32 partial sums grow with the token tile)
+#          L2 (OUT/tune_few_tokens/tune.json, OUT/tune_token_tiles/tune.json): at M <= 16 the tile
+#          height, the split and the hand-over; at M = 64-128 the tokens split over tiles of 32 or 64
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
 #   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
@@ -55,10 +55,19 @@ timeout 240 python3 -m pytest -q -m gpu $gpu_tests 2>&1 | tee "$out/pytest_gpu.l
 python3 scripts/gpu_linear_host.py --m 16 2>&1 | tee "$out/linear_host.txt" || status=1  # linear's host time, by part
 ;;
 tune)
-python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out" \
-  sm90/11 sm90/12 "sm90/12:max_parts=4" "sm90/12:max_parts=2" "sm90/12:tile_m=64" "sm90/12:stream_k=false" "sm90/12:gather_parts=false" "sm90/12:lockstep=true" \
-  --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 256x4096x4096 16x14336x4096 16x4096x14336 16x1024x4096 \
-  2>&1 | tee "$out/tune_decode12.log" | tail -45 || status=1
+# at M <= 16 (one 16-token tile): the rule's tile height against 128 rows, and its split against none
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_few_tokens" \
+  sm90/11 sm90/12 "sm90/12:tile_m=128,stages=12" "sm90/12:stream_k=false" "sm90/12:max_parts=8" "sm90/12:gather_parts=false" \
+  --shapes 1x4096x4096 16x4096x4096 16x6144x4096 16x2048x8192 16x14336x4096 16x4096x14336 16x1024x4096 \
+  2>&1 | tee "$out/tune_few_tokens.log" | tail -40 || status=1
+# at M = 64-128: the tokens in one tile against tiles of 32 or 64 tokens (cuBLAS's choice there), as
+# fewer parts per tile (at 6 stages, which every tile here fits, beside the rule's at 6 stages); and the
+# rule against no split
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_token_tiles" \
+  sm90/11 sm90/12 "sm90/12:stages=6" "sm90/12:tile_n=32,epi_n=32,stages=6" "sm90/12:tile_n=64,epi_n=64,stages=6" \
+  "sm90/12:stream_k=false" \
+  --shapes 64x4096x4096 128x4096x4096 64x14336x4096 128x14336x4096 128x4096x14336 128x2048x8192 \
+  2>&1 | tee "$out/tune_token_tiles.log" | tail -40 || status=1
 ;;
 bench|reversed|sweep)
 ms="1 8 16 32 64 128 256"

@@ -109,10 +109,12 @@ def test_the_bench_and_graph_phases_name_shapes_the_steps_take(tmp_path):
 
 def test_the_tune_phase_names_variants_the_steps_take(tmp_path):
     gpu_tune = import_script("gpu_tune")
-    (argv,) = [argv for argv, _ in logged_commands(tmp_path, "tune") if argv[0] == "scripts/gpu_tune.py"]
-    specs = [a for a in argv[1:] if a.startswith("sm")]
-    assert "sm90/12" in specs and "sm90/12:max_parts=2" in specs
-    for spec in specs:
-        step, changes = gpu_tune.variant(spec)
-        for shape in cli._shapes(option(argv, "--shapes")):
-            takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))
+    runs = [argv for argv, _ in logged_commands(tmp_path, "tune") if argv[0] == "scripts/gpu_tune.py"]
+    assert len(runs) == 2 and len({tuple(option(argv, "--out")) for argv in runs}) == 2  # neither overwrites the other's rows
+    for argv in runs:
+        specs = [a for a in argv[1:] if a.startswith("sm")]
+        assert "sm90/12" in specs and "sm90/11" in specs
+        for spec in specs:
+            step, changes = gpu_tune.variant(spec)
+            for shape in cli._shapes(option(argv, "--shapes")):
+                takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))

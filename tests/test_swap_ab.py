@@ -23,7 +23,7 @@ from gemm_course.runtime.problem import GemmInputError, GemmProblem
 from gemm_course.teaching import inspect
 
 STEP = ladder.get("sm90/12")
-DECODE_MS = (1, 8, 16, 33, 64, 100, 128, 200, 256)
+DECODE_MS = (1, 8, 16, 33, 64, 100, 128)  # up to SWAP_MAX_M
 
 
 @pytest.mark.fast
@@ -47,7 +47,7 @@ def test_small_m_swaps_with_the_tokens_in_wgmma_n(m):
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("m", (257, 512, 4096))
+@pytest.mark.parametrize("m", (129, 200, 256, 257, 512, 4096))
 def test_large_m_is_step_11(m):
     problem = GemmProblem(m, 4096, 4096)
     config = STEP.config_for(problem)
@@ -58,10 +58,10 @@ def test_large_m_is_step_11(m):
 
 
 @pytest.mark.fast
-def test_the_threshold_is_one_wgmma_n():
-    assert step12.SWAP_MAX_M == 256  # wgmma's largest N: the tokens fit one instruction
-    assert STEP.config_for(GemmProblem(256, 1024, 1024)).swap_ab
-    assert not STEP.config_for(GemmProblem(257, 1024, 1024)).swap_ab
+def test_the_threshold_fits_one_wgmma_n():
+    assert 16 <= step12.SWAP_MAX_M <= 256  # wgmma's largest N: the tokens fit one instruction
+    assert STEP.config_for(GemmProblem(step12.SWAP_MAX_M, 1024, 1024)).swap_ab
+    assert not STEP.config_for(GemmProblem(step12.SWAP_MAX_M + 1, 1024, 1024)).swap_ab
 
 
 @pytest.mark.fast
@@ -101,15 +101,21 @@ def test_n_not_a_multiple_of_8_is_refused():
 @pytest.mark.fast
 @pytest.mark.parametrize("n", [1024, 2048, 3072, 4096, 6144, 14336, 28672])
 def test_split_for_busies_most_sms(n):
-    """128-row tiles where their parts busy 90% of the clusters, else 64-row tiles; parts from
+    """128-row tiles where FEW_PARTS parts each busy 90% of the clusters, else 64-row tiles; parts from
     step 11's four up to MAX_PARTS."""
     tile_m, parts = step12.split_for(n, 132)
     tiles = -(-n // tile_m)
     assert schedule.MAX_PARTS <= parts <= step12.MAX_PARTS
-    assert tiles * parts >= step12.BUSY_SHARE * 132 or tile_m == 64
-    assert tile_m == 128 or -(-n // 128) * step12.MAX_PARTS < step12.BUSY_SHARE * 132  # 64 rows only when 128 fall short
+    assert (tile_m == 128) == (-(-n // 128) * step12.FEW_PARTS >= step12.BUSY_SHARE * 132)
+    assert tile_m == 128 or tiles * parts >= step12.BUSY_SHARE * 132 or parts == step12.MAX_PARTS
     launched = schedule.grid_clusters(tiles, 132, 64, max_parts=parts)
     assert launched >= 112
+
+
+@pytest.mark.fast
+def test_split_for_makes_the_measured_choices():
+    """The H100 tune's winners (NOTES.md, "Step 12 measured"): 64-row tiles at N = 4096, 128 at 14336."""
+    assert step12.split_for(4096, 132)[0] == 64 and step12.split_for(14336, 132)[0] == 128
 
 
 @pytest.mark.fast
@@ -144,8 +150,10 @@ def test_no_tile_waits_for_a_cta_launched_after_every_main_part(m, n, k):
 
 # ---- the kernel, compiled for sm_90a on the CPU ------------------------------------------------
 
-CONFIGS = [STEP.config_for(GemmProblem(m, 4096, 4096)) for m in (1, 48, 100, 256)]
-CONFIGS += [dataclasses.replace(CONFIGS[0], tile_m=64), dataclasses.replace(CONFIGS[0], stream_k=False)]
+CONFIGS = [STEP.config_for(GemmProblem(m, 4096, 4096)) for m in (1, 48, 100, 128)]  # 64-row tiles at N = 4096
+CONFIGS += [dataclasses.replace(CONFIGS[0], tile_m=128, stages=step12.stages_for(128, 16, 16, 1)),
+            dataclasses.replace(CONFIGS[0], stream_k=False),
+            dataclasses.replace(CONFIGS[3], tile_n=256, epi_n=64, stages=step12.stages_for(64, 256, 64, 1))]  # wgmma's widest N
 
 
 @pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"{c.tile_m}x{c.tile_n}_sk{int(c.stream_k)}")

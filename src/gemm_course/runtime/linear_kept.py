@@ -8,7 +8,8 @@ on the host (a decode GEMM runs for 10-30 us on the GPU).
   :class:`gemm_course.runtime.run.KeptArguments`). A later call of the signature checks only the
   data pointers (16-byte alignment, output bytes shared with an input), in :meth:`_Call.run`. At
   most :data:`_MAX_CALLS` signatures, the oldest dropped first (:func:`_keep`).
-* Per (step, config, device, stream), the step's scratch (:func:`_workspace`), and the scratch
+* Per (step, config, device, stream), the step's scratch (:func:`_workspace`, allocated outside any
+  CUDA-graph pool: :func:`_allocate_outside_graph_pools`), and the scratch
   that captured CUDA graphs launch with (``_in_graphs``, kept for the process).
 * Whether an eager call may skip the torch dispatcher (:func:`use_direct_calls`, :func:`_unobserved`).
 
@@ -19,6 +20,7 @@ so a test patches it here (``_KEPT_DEVICE_TYPE``, ``_MAX_CALLS``, ``_direct_call
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
 
 import torch
@@ -165,7 +167,7 @@ def _workspace(step, config, device, shape) -> tuple:
     key = (step.key, config, device.index, torch.cuda.current_stream().cuda_stream)
     workspace = _workspaces.get(key)
     if workspace is None and not capturing:
-        return key, run.allocate_workspace(step, config, device)
+        return key, _allocate_outside_graph_pools(step, config, device)
     if workspace is None:
         workspace = next((w for kept, w in _workspaces.items() if kept[:3] == key[:3]), None)
     if workspace is None:
@@ -179,3 +181,28 @@ def _workspace(step, config, device, shape) -> tuple:
     if capturing and all(w is not workspace for w in _in_graphs):
         _in_graphs.append(workspace)
     return None, workspace
+
+
+def _allocate_outside_graph_pools(step, config, device) -> run.Workspace:
+    """``run.allocate_workspace`` for the current stream, from the caching allocator's ordinary memory.
+    torch.compile's CUDA graphs (``mode="reduce-overhead"``) run their warm-up with every allocation of
+    the calling thread routed to the graphs' pool, and refuse to record while a tensor of that pool
+    outlives the call; kept scratch would. Another thread is not routed: it allocates, and fills the
+    scratch on the caller's stream, while the caller waits."""
+    if device.type != "cuda":
+        return run.allocate_workspace(step, config, device)
+    stream, result = torch.cuda.current_stream(), []
+
+    def allocate():
+        try:
+            with torch.cuda.device(device), torch.cuda.stream(stream):
+                result.append(run.allocate_workspace(step, config, device))
+        except BaseException as e:  # raised again in the caller
+            result.append(e)
+
+    helper = threading.Thread(target=allocate, name="gemm_course scratch")
+    helper.start()
+    helper.join()
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]

@@ -167,7 +167,8 @@ def allocate_workspace(step, config, device) -> Workspace:
     fill = getattr(step.load().Gemm, "fill_workspace", None)
     if fill:
         fill(config, tensors)
-    return Workspace(step.key, config, torch.device(device), tensors, arch.runtime_workspace(tensors))
+    device = tensors[0].device if tensors else torch.device(device)  # "cuda" is cuda:N, as the operands say
+    return Workspace(step.key, config, device, tensors, arch.runtime_workspace(tensors))
 
 
 def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None, checked: bool = False) -> Launcher:

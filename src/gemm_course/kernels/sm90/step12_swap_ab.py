@@ -52,10 +52,13 @@ from .step04_tma_store import EPI_BARRIER_ID, can_implement, check_epilogue  # n
 from .step05_cluster_multicast import SMEM_CAPACITY, WARPGROUP, smem_estimate
 from .step08_persistent import max_clusters
 
-SWAP_MAX_M = 256  # tokens up to which C^T = W x^T is computed (the tokens fit one wgmma N)
+# tokens up to which C^T = W x^T is computed: wgmma's N takes 256, but at 256 tokens step 11 was faster
+# on four of the five decode weights measured (H100, records tagged decode12), so above 128 it runs
+SWAP_MAX_M = 128
 MAX_STAGES = 16  # enough bytes in flight many times over; more only lengthens the pipeline's fill
 MAX_PARTS = 8  # parts per tile at most: two gathered passes (``GATHER``)
 BUSY_SHARE = 0.9  # the share of the SMs a decode grid should keep streaming W
+FEW_PARTS = 2  # parts per 128-row tile beyond which 64-row tiles (half the parts) are faster (H100, tune)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
 
 
@@ -103,16 +106,15 @@ def stages_for(tile_m: int, tile_n: int, epi_n: int, epi_stages: int) -> int:
 
 
 def split_for(n: int, clusters: int) -> tuple:
-    """(tile_m, max_parts) that put W's ``n`` rows on most of ``clusters`` single-CTA clusters:
-    128-row tiles with up to ``MAX_PARTS`` parts each when that busies ``BUSY_SHARE`` of them, else
-    64-row tiles (twice the tiles); parts at least step 11's ``schedule.MAX_PARTS``. A model, not
-    yet a measurement: an HBM-bound kernel needs most SMs streaming (each SM's TMA issue and its
-    bytes in flight are bounded), and a gathered hand-over is one round trip per ``GATHER`` parts."""
-    for tile_m in (128, 64):
-        tiles = -(-n // tile_m)
-        parts = max(schedule.MAX_PARTS, min(MAX_PARTS, -(-clusters // tiles)))
-        if tiles * parts >= BUSY_SHARE * clusters or tile_m == 64:
-            return tile_m, parts
+    """(tile_m, max_parts) that put W's ``n`` rows on most of ``clusters`` single-CTA clusters with
+    few parts per tile: 128-row tiles when ``FEW_PARTS`` parts each busy ``BUSY_SHARE`` of them, else
+    64-row tiles (twice the tiles, half the parts); parts up to ``MAX_PARTS``, at least step 11's
+    ``schedule.MAX_PARTS``. Each part but the last writes a tile_m x tokens fp32 partial sum and the
+    finisher reads it back: on an H100 (tune, weights rotated out of L2) 64-row tiles beat 128-row
+    ones at N = 4096 for every M from 1 to 256 (4 -> 2 parts), and lost at N = 14336 (2 -> 1)."""
+    tile_m = 128 if -(-n // 128) * FEW_PARTS >= BUSY_SHARE * clusters else 64
+    tiles = -(-n // tile_m)
+    return tile_m, max(schedule.MAX_PARTS, min(MAX_PARTS, -(-clusters // tiles)))
 
 
 def config_for(problem, config: Config = Config()) -> Config:
