@@ -48,10 +48,10 @@ def test_the_launch_is_the_schedules(m, n, k):
         config = ladder.get(key).config_for(GemmProblem(m, n, k))
         k_tiles = -(-k // config.tile_k)
         clusters = hardware.H200.sms // (config.cluster_m * config.cluster_n)  # no GPU here: a full H200
-        assert lay.clusters == schedule.grid_clusters(lay.tiles, clusters, k_tiles,
+        assert lay.clusters == schedule.grid_clusters(lay.tiles, clusters, k_tiles, config.stream_k,
                                                       max_parts=getattr(config, "max_parts", schedule.MAX_PARTS))
         assert lay.ctas == lay.clusters * config.cluster_m * config.cluster_n
-        units = [u for run in schedule.plan(lay.tiles, lay.clusters, k_tiles) for u in run]
+        units = [u for run in schedule.plan(lay.tiles, lay.clusters, k_tiles, config.stream_k) for u in run]
         assert len(units) == lay.tiles + lay.handovers  # every part beyond a tile's first hands one over
         assert sum(e - b for _, b, e in units) == lay.tiles * k_tiles  # every K tile of every tile once
         assert (lay.partial > 0) == (lay.handovers > 0) == (lay.parts > 1)

@@ -116,6 +116,11 @@ def test_split_for_busies_most_sms(n):
 def test_split_for_makes_the_measured_choices():
     """The H100 tune's winners (NOTES.md, "Step 12 measured"): 64-row tiles at N = 4096, 128 at 14336."""
     assert step12.split_for(4096, 132)[0] == 64 and step12.split_for(14336, 132)[0] == 128
+    whole = {(m, n, k): not STEP.config_for(GemmProblem(m, n, k)).stream_k
+             for m in (1, 16, 64, 128) for n, k in ((4096, 4096), (6144, 4096), (2048, 8192), (4096, 14336))}
+    assert all(whole[m, n, 4096] for m in (1, 16, 64, 128) for n in (4096, 6144))  # 64-96 tiles: K whole
+    assert not any(whole[m, 2048, 8192] for m in (1, 16, 64, 128))  # 32 tiles: K split
+    assert whole[16, 4096, 14336] and not whole[128, 4096, 14336]  # 128 tokens x 14336: the MMAs need more SMs
 
 
 @pytest.mark.fast
@@ -211,7 +216,8 @@ def test_without_the_swap_it_is_step_11():
 def test_the_finisher_waits_for_every_part_at_once():
     """gather_parts: the flag spin sits behind a per-thread predicate (any consumer thread may wait on
     one part), and the partial sums of up to GATHER parts are loaded per pass; off, step 11's loop."""
-    config = STEP.config_for(GemmProblem(16, 4096, 4096))
+    config = STEP.config_for(GemmProblem(16, 2048, 8192))  # 32 tiles: K split
+    assert config.stream_k
     on = arch.compile_step(STEP, config, target="sm_90a").ptx
     off = arch.compile_step(STEP, dataclasses.replace(config, gather_parts=False), target="sm_90a").ptx
     assert on != off
@@ -233,7 +239,7 @@ def test_split_decode_tiles_are_correct_launch_after_launch(gather):
     from gemm_course.kernels.sm90.step08_persistent import max_clusters
     from gemm_course.runtime.problem import make_inputs, reference, relative_error
 
-    for m, n, k in [(1, 4096, 4096), (16, 1024, 4096), (16, 4096, 14336), (100, 2048, 10000), (64, 512, 16384)]:
+    for m, n, k in [(1, 2048, 8192), (16, 1024, 4096), (128, 4096, 14336), (100, 2048, 10000), (64, 512, 16384)]:
         config = dataclasses.replace(STEP.config_for(GemmProblem(m, n, k)), gather_parts=gather)
         tiles, k_tiles = -(-n // config.tile_m), -(-k // config.tile_k)
         launched = schedule.grid_clusters(tiles, max_clusters(1), k_tiles)

@@ -13,11 +13,14 @@ Parent: step 11. Key differences (chapter 12):
 * *C written transposed.* C (M, N) row-major is C^T (N, M) column-major (M-major): the same
   bytes. The epilogue stages an M-major tile in shared memory (``stmatrix`` with its 8 x 8
   matrices transposed, which step 4 picks from C's layout) and one TMA store writes it to C.
-* *Every SM streams its share of W.* With 4096 rows of W and 128-row tiles there are only 32
-  tiles for 132 SMs: step 11's stream-K schedule already splits a grid with fewer tiles than
-  clusters along K, so each SM streams its K range of one tile. Here up to ``max_parts`` parts
-  per tile (``split_for``: 5 at 4096 rows, 8 with 64-row tiles at 1024), where step 11 stops at
-  four. Clusters of one CTA: x is a few KiB per K tile, nothing worth multicasting.
+* *Enough SMs stream W.* With 2048 rows of W in 64-row tiles there are only 32 tiles for 132
+  SMs: step 11's stream-K schedule already splits a grid with fewer tiles than clusters along K,
+  so each SM streams its K range of one tile. Here up to ``max_parts`` parts per tile
+  (``split_for``: 64-row tiles unless two parts of 128-row ones fill the SMs; 8 parts at 1024
+  rows), where step 11 stops at four; and no split at all (``splits_k``) where the tiles alone
+  keep close to half the SMs streaming and each tile's MMA work is small: there the hand-over
+  costs more than the idle SMs. Clusters of one CTA: x is a few KiB per K tile, nothing worth
+  multicasting.
 * *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
@@ -59,6 +62,8 @@ MAX_STAGES = 16  # enough bytes in flight many times over; more only lengthens t
 MAX_PARTS = 8  # parts per tile at most: two gathered passes (``GATHER``)
 BUSY_SHARE = 0.9  # the share of the SMs a decode grid should keep streaming W
 FEW_PARTS = 2  # parts per 128-row tile beyond which 64-row tiles (half the parts) are faster (H100, tune)
+WHOLE_SHARE = 0.45  # the share of the SMs the tiles alone must keep streaming for K to stay whole ...
+WHOLE_WORK = 128 * 4096  # ... with at most this MMA work per tile row (tokens x K) (H100, tune)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
 
 
@@ -117,9 +122,20 @@ def split_for(n: int, clusters: int) -> tuple:
     return tile_m, max(schedule.MAX_PARTS, min(MAX_PARTS, -(-clusters // tiles)))
 
 
+def splits_k(tiles: int, tile_n: int, k: int, clusters: int) -> bool:
+    """Whether the stream-K schedule splits K (``stream_k``): unless the ``tiles`` alone keep
+    ``WHOLE_SHARE`` of the ``clusters`` streaming W and a tile's MMA work (``tile_n`` tokens x ``k``) is
+    at most ``WHOLE_WORK``. On an H100 (tune, weights rotated out of L2) whole tiles won at 4096 x
+    4096 and 6144 x 4096 for every M from 1 to 128 (64-96 tiles: up to 1.1x), tied at 14336 x 4096,
+    and lost with 32 tiles (2048 x 8192) or with 128 tokens x K = 14336 (the busy SMs' MMAs then take
+    about as long as the bytes)."""
+    return not (tiles >= WHOLE_SHARE * clusters and tile_n * k <= WHOLE_WORK)
+
+
 def config_for(problem, config: Config = Config()) -> Config:
     """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens (tile_n: M rounded up to 16; tile_m
-    and parts per tile from ``split_for``; the stages that fit; the classic layout at every K), else
+    and parts per tile from ``split_for``, K split or whole from ``splits_k``; the stages that fit;
+    the classic layout at every K), else
     step 11's choice with ``swap_ab`` and ``gather_parts`` off and lockstep from step 11's K (step
     11's kernel)."""
     if problem.m > SWAP_MAX_M:
@@ -127,10 +143,12 @@ def config_for(problem, config: Config = Config()) -> Config:
                                                               **_STEP11_FIELDS))
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
-    tile_m, max_parts = split_for(problem.n, max_clusters(1))
+    clusters = max_clusters(1)
+    tile_m, max_parts = split_for(problem.n, clusters)
     stages = stages_for(tile_m, tile_n, epi_n, 1)
+    stream_k = splits_k(-(-problem.n // tile_m), tile_n, problem.k, clusters)
     return dataclasses.replace(config, tile_m=tile_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, stages=stages,
-                               max_parts=max_parts)
+                               max_parts=max_parts, stream_k=stream_k)
 
 
 # step 11's defaults for the fields this step's Config changes (its choice for large M starts there)
