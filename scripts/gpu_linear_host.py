@@ -74,9 +74,9 @@ def main(argv=None) -> int:
             "the launch alone (Launcher())": (off, launcher),
             "a kept launch, views per call (Relauncher)": (off, lambda: relaunch(x, w, y)),
             "a kept launch, kept arguments": (off, lambda: kept(x, w, y)),
-            "a whole call (linear, custom op)": (off, whole_call),
-            "a whole call, kept arguments (not default)": (kept_only, whole_call),
-            "a whole call, + direct calls (not default)": (both, whole_call),
+            "a whole call, both options off (custom op)": (off, whole_call),
+            "a whole call, kept arguments": (kept_only, whole_call),
+            "a whole call, + direct calls (the default)": (both, whole_call),
             "F.linear (cuBLAS)": (off, lambda: F.linear(x, w)),
         }
         print(f"{torch.cuda.get_device_name(0)}, {plan.step.key} {plan.config}, {args.m}x{args.n}x{args.k}")
@@ -86,8 +86,8 @@ def main(argv=None) -> int:
             fn()
             torch.cuda.synchronize()
             print(f"{name:44s} {median_us(fn, args.calls):8.1f} us per call (median of {args.calls})")
-        lin.use_kept_arguments(False)
-        lin.use_direct_calls(False)
+        lin.use_kept_arguments(True)  # the defaults again
+        lin.use_direct_calls(True)
     return 0
 
 

@@ -7,9 +7,9 @@ CUDA calls: the stream, the allocator, the launch itself; ``scripts/gpu_linear_h
 Printed: the median microseconds over ``--calls`` calls of each part (linear's own checks, the
 route, the GEMM's tensor checks, the CuTe views, the launcher, the launch's argument marshalling)
 and of a whole call of ``linear`` through its custom op with the GPU faked: everything up to the
-compiled function's C call, which is replaced by its argument marshalling; with kept arguments
-(``linear.use_kept_arguments``, off by default) and direct calls (``linear.use_direct_calls``,
-off by default) too. Without
+compiled function's C call, which is replaced by its argument marshalling: with both of linear's
+options off, then with kept arguments (``linear.use_kept_arguments``) and direct calls
+(``linear.use_direct_calls``), on by default, rows marked (opt.). Without
 ``--no-compile`` the step is compiled on the CPU (sm_90a, fake operands) so that the marshalling
 is the compiled function's own.
 """
@@ -153,19 +153,19 @@ def main(argv=None) -> int:
         if hasattr(linear_kept, "_signature"):
             parts["the call's signature (_signature)"] = lambda: linear_kept._signature(x, w, None, y)
         if kept_option:
-            parts["whole call, out=y, kept arguments (not default)"] = lambda: lin.linear(x, w, out=y)
-            parts["whole call, kept arguments (not default)"] = lambda: lin.linear(x, w)
-            parts["whole call, out=y, + direct calls (not default)"] = lambda: lin.linear(x, w, out=y)
-            parts["whole call, + direct calls (not default)"] = lambda: lin.linear(x, w)
+            parts["whole call, out=y, kept arguments (opt.)"] = lambda: lin.linear(x, w, out=y)
+            parts["whole call, kept arguments (opt.)"] = lambda: lin.linear(x, w)
+            parts["whole call, out=y, + direct calls (opt.)"] = lambda: lin.linear(x, w, out=y)
+            parts["whole call, + direct calls (opt.)"] = lambda: lin.linear(x, w)
         print(f"this CPU, no GPU: {plan.step.key} {m}x{n}x{k}, median of {args.calls} calls")
         for name, fn in parts.items():
             if kept_option:
-                lin.use_kept_arguments("(not default)" in name)
+                lin.use_kept_arguments("(opt.)" in name)
                 lin.use_direct_calls("direct calls" in name)
             print(f"{name:48s} {median_us(fn, args.calls):8.1f} us")  # its warm-up makes the first calls
         if kept_option:
-            lin.use_kept_arguments(False)
-            lin.use_direct_calls(False)
+            lin.use_kept_arguments(True)  # the defaults again
+            lin.use_direct_calls(True)
     return 0
 
 

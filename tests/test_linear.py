@@ -338,6 +338,8 @@ def fake_launch(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: types.SimpleNamespace(cuda_stream=state.stream))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state.capturing)
     monkeypatch.setattr(linear_kept, "_in_graphs", [])
+    monkeypatch.setattr(linear_kept, "_kept_arguments", False)  # the fake launcher has no arguments to keep,
+    monkeypatch.setattr(linear_kept, "_direct_calls", False)  # and the op's path is the one faked (tests turn them on)
     monkeypatch.setattr(run, "allocate_workspace", lambda step, config, device: allocated.append(config) or
                         run.Workspace(step.key, config, torch.device(device)))
     monkeypatch.setattr(run, "prepare", FakeLaunch)

@@ -232,6 +232,7 @@ def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments, direct_calls)
     from gemm_course.runtime.problem import relative_error
 
     lin.clear_cache()
+    defaults = linear_kept._kept_arguments, linear_kept._direct_calls
     lin.use_kept_arguments(kept_arguments)
     lin.use_direct_calls(direct_calls)
     try:
@@ -255,12 +256,12 @@ def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments, direct_calls)
                 y = lin.linear(x, w)
             assert relative_error(y, F.linear(x.float(), w.float())) < run.TOLERANCE
     finally:
-        lin.use_kept_arguments(False)
-        lin.use_direct_calls(False)
+        lin.use_kept_arguments(defaults[0])
+        lin.use_direct_calls(defaults[1])
         lin.clear_cache()
 
 
-# ---- direct calls (linear.use_direct_calls, off by default): eager calls without the dispatcher ----
+# ---- direct calls (linear.use_direct_calls, on by default): eager calls without the dispatcher ----
 
 
 @pytest.fixture

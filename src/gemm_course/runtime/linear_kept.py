@@ -32,8 +32,8 @@ _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run
 _calls: dict = {}  # a call's signature (_signature) -> _Call, what its first call found
 _MAX_CALLS = 4096  # signatures kept, as route_plan's shapes
 _KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the kept path on the CPU change it)
-_kept_arguments = False  # use_kept_arguments
-_direct_calls = False  # use_direct_calls
+_kept_arguments = True  # use_kept_arguments
+_direct_calls = True  # use_direct_calls
 _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
 
 
@@ -111,9 +111,9 @@ def _keep(signature, shape, input, weight, out2d, launch) -> None:
 def use_kept_arguments(on: bool = True) -> None:
     """Whether a kept call (:class:`_Call`) launches with its signature's arguments marshalled once
     (:class:`gemm_course.runtime.run.KeptArguments`: only the three data pointers are written per call)
-    instead of making and marshalling three CuTe views per call. Off by default: not yet checked on
-    a GPU (``tests/test_linear_kept.py``'s GPU test and ``scripts/gpu_linear_host.py`` check and time
-    it). Calls kept before are forgotten, so the next call of each signature takes the whole path."""
+    instead of making and marshalling three CuTe views per call. On by default (checked against
+    float32 by ``tests/test_linear_kept.py``'s GPU test, timed by ``scripts/gpu_linear_host.py``).
+    Calls kept before are forgotten, so the next call of each signature takes the whole path."""
     global _kept_arguments
     _kept_arguments = bool(on)
     _calls.clear()
@@ -125,7 +125,7 @@ def use_direct_calls(on: bool = True) -> None:
     plain tensors (``torch.Tensor`` or ``nn.Parameter``) on the GPU, no torch.compile, no
     ``torch.jit`` trace, no torch function or dispatch mode (a FakeTensorMode, ``make_fx``, a
     profiler's or a FLOP counter's mode); everything else goes through the op as before. ``out``'s
-    version counter is bumped as the op does. Off by default: not yet checked on a GPU."""
+    version counter is bumped as the op does. On by default (``tests/test_linear_kept.py``'s GPU test)."""
     global _direct_calls
     _direct_calls = bool(on)
 

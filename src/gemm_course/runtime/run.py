@@ -95,9 +95,10 @@ class KeptArguments:
     descriptor that starts with the data pointer and then holds the dynamic shape and strides,
     which the signature fixes. The constructor checks what it can (one pointer per view, the data
     pointer first, no checks of CuTeDSL's own on re-entry) and raises a ``ValueError`` otherwise;
-    a test compares its arguments with fresh ones on the CPU. Not yet checked on a GPU, so off by
-    default (``gemm_course.runtime.linear.use_kept_arguments``). It takes over the launcher's views: the
-    launcher must not be called after (it would launch on the tensors of the last call here)."""
+    a test compares its arguments with fresh ones on the CPU, and GPU tests compare its launches
+    with float32 (``linear`` uses it by default: ``gemm_course.runtime.linear.use_kept_arguments``).
+    It takes over the launcher's views: the launcher must not be called after (it would launch on
+    the tensors of the last call here)."""
 
     def __init__(self, launcher: Launcher):
         import ctypes
