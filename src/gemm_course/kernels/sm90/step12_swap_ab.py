@@ -30,9 +30,10 @@ Parent: step 11. Key differences (chapter 12):
   panel read it together; swapped tiles are different rows of W and share nothing, and each
   lockstep main part would wait for helpers launched after all the mains. The classic layout at
   every K (``lockstep`` off) needs only two CTAs running at once (``schedule.clusters_at_once``).
-* *Enough bytes in flight.* A stage holds (tile_m + tile_n) x 64 bf16, 18 KiB at 128 x 16: the
-  stages that fit in shared memory (``config_for``: 12 at 128 x 16) keep ~200 KiB of W in flight
-  per SM, far above Little's law's ~25 KiB (3.35 TB/s / 132 SMs x ~1 us of DRAM latency).
+* *Enough bytes in flight.* A stage holds (tile_m + tile_n) x 64 bf16, 10 KiB at 64 x 16: the
+  stages that fit in shared memory (``config_for``: 16 at 64 x 16, 12 at 128 x 16) keep 160-200 KiB
+  of W in flight per SM, far above Little's law's ~25 KiB (3.35 TB/s / 132 SMs x ~1 us of DRAM
+  latency); 64 such CTAs hold more than the whole card needs.
 
 With more than ``SWAP_MAX_M`` rows the problem is bound by more than W's bytes, and
 ``config_for`` returns step 11's own choice with ``swap_ab`` off: the same kernel as step 11.
