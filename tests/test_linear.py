@@ -463,11 +463,14 @@ def decode_step(monkeypatch):
 def test_small_m_on_hopper_routes_to_the_decode_step_when_the_ladder_has_one(decode_step):
     small = StubStep()
     decode_step(small)
-    assert lin.SMALL_M == 256
-    for m in (1, 8, 128, 256):
+    from gemm_course.kernels.sm90 import step12_swap_ab
+
+    assert lin.SMALL_M == step12_swap_ab.SWAP_MAX_M  # above it step 12's config is step 11's: step 11 runs
+    for m in (1, 8, 100, lin.SMALL_M):
         assert lin.route("sm90", m, 4096, 4096) == (small, ("stub config", m))
-    step, config = lin.route("sm90", 257, 4096, 4096)  # above SMALL_M: the compute ladder's last step
-    assert step.key == "sm90/11" and config == step.config_for(GemmProblem(257, 4096, 4096))
+    for m in (lin.SMALL_M + 1, 257):  # above SMALL_M: the compute ladder's last step
+        step, config = lin.route("sm90", m, 4096, 4096)
+        assert step.key == "sm90/11" and config == step.config_for(GemmProblem(m, 4096, 4096))
     decode_step(StubStep("sm100/12"))
     assert lin.route("sm100", 16, 4096, 4096)[0].key == "sm100/11"  # Blackwell: step 11's own decode path
 
@@ -488,12 +491,14 @@ def test_without_a_decode_step_or_where_it_refuses_the_shape_step_11_runs(decode
 
 @pytest.mark.fast
 def test_the_route_on_the_ladder_as_it_is():
-    """With the ladder's own steps: sm90/12 up to 256 rows once it exists (else sm90/11), sm90/11 above."""
+    """With the ladder's own steps: sm90/12 up to SMALL_M rows once it has a GPU record (else sm90/11),
+    sm90/11 above."""
     lin.clear_cache()
     small = ladder.decode("sm90") if lin.decode_step_verified("sm90") else ladder.final("sm90")
-    for m in (1, 16, 256):
+    for m in (1, 16, lin.SMALL_M):
         assert lin.route("sm90", m, 4096, 4096)[0] is small
-    assert lin.route("sm90", 4096, 4096, 4096)[0].key == "sm90/11"
+    for m in (lin.SMALL_M + 1, 4096):
+        assert lin.route("sm90", m, 4096, 4096)[0].key == "sm90/11"
     assert lin.route("sm100", 64, 4096, 4096)[0].key == "sm100/11"
     lin.clear_cache()
 

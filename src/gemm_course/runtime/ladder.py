@@ -358,9 +358,9 @@ _STEPS = [
         "sm90",
         f"{_K}.sm90.step12_swap_ab",
         "The memory roofline: swap A and B for decode-sized GEMMs",
-        "with few tokens (M <= 256) the kernel computes C^T = W x^T: W's rows fill wgmma's 64-row M, "
-        "the tokens sit in its N (16 to 256), C is written transposed, and the stream-K schedule "
-        "spreads W's K loop over every SM; larger M runs step 11's choice",
+        "with few tokens (M <= 128) the kernel computes C^T = W x^T: W's rows fill wgmma's 64-row M, "
+        "the tokens sit in its N (16 to 128), C is written transposed, and W streams from enough SMs "
+        "(K split only where the tiles alone leave most idle); larger M runs step 11's choice",
         _ANY_MN,
         _HOPPER_TMA_STORE,
         # clusters of one CTA: no multicast; C^T written through transposed stmatrix
