@@ -429,3 +429,18 @@ def test_the_hopper_line_names_steps_without_a_record():
     some = b200.hopper_status([_h200(k) for k in keys[:3]])
     assert some.startswith("steps 1-3 run")
     assert f"{b200_status._steps_text(keys[3:])} compiled and checked on the CPU, not yet measured" in some
+
+
+@pytest.mark.fast
+def test_every_label_is_defined_once_and_every_ref_has_one():
+    """What the book build refuses (a duplicate target, an undefined label), found in the sources:
+    every ``(label)=`` in the chapters and book pages once, every ``{ref}`...``` naming one of them."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    texts = {p: p.read_text() for p in sorted((root / "notebooks").glob("*.md")) + sorted((root / "book").glob("*.md"))}
+    labels = [m for t in texts.values() for m in re.findall(r"^\(([\w-]+)\)=\s*$", t, re.M)]
+    assert len(labels) == len(set(labels)), sorted({x for x in labels if labels.count(x) > 1})
+    refs = {m for t in texts.values() for m in re.findall(r"\{ref\}`(?:[^`<]*<)?([\w-]+)>?`", t)}
+    assert refs <= set(labels), sorted(refs - set(labels))
