@@ -38,7 +38,8 @@ shapes = [(1, 4096, 4096), (7, 1024, 520), (8, 2048, 8192), (16, 4096, 14336), (
 bad = 0
 for r in run.check(step, shapes, seed=11):
     print(r); bad += not r.ok
-for changes in ({"tile_m": 64}, {"stream_k": False}, {"gather_parts": False}, {"max_parts": 4}, {"tile_m": 64, "max_parts": 16}):
+for changes in ({"tile_m": 64}, {"stream_k": False}, {"stream_k": True}, {"gather_parts": False}, {"max_parts": 4},
+                {"tile_m": 64, "max_parts": 16}):
     for shape in [(1, 4096, 4096), (48, 2048, 1032), (128, 6144, 4096), (16, 1024, 8192)]:
         config = dataclasses.replace(step.config_for(GemmProblem(*shape)), **changes)
         for r in run.check(step, [shape], config=config, seed=23):
