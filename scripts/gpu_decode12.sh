@@ -62,10 +62,11 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_fe
   --shapes 1x4096x4096 16x4096x4096 16x6144x4096 16x2048x8192 16x14336x4096 16x4096x14336 16x1024x4096 \
   2>&1 | tee "$out/tune_few_tokens.log" | tail -40 || status=1
 # at M = 64-128: the tokens in one tile against tiles of 32 or 64 tokens (cuBLAS's choice there), as
-# fewer parts per tile (at 6 stages, which every tile here fits, beside the rule's at 6 stages); and the
-# rule against no split
+# fewer parts per tile, alone and in 1 x 2 clusters that multicast W to both token tiles (as cuBLAS);
+# at 6 stages, which every tile here fits, beside the rule's at 6 stages; and the rule against no split
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_token_tiles" \
   sm90/11 sm90/12 "sm90/12:stages=6" "sm90/12:tile_n=32,epi_n=32,stages=6" "sm90/12:tile_n=64,epi_n=64,stages=6" \
+  "sm90/12:tile_n=32,epi_n=32,cluster_n=2,stages=6" "sm90/12:tile_n=64,epi_n=64,cluster_n=2,stages=6" \
   "sm90/12:stream_k=false" \
   --shapes 64x4096x4096 128x4096x4096 64x14336x4096 128x14336x4096 128x4096x14336 128x2048x8192 \
   2>&1 | tee "$out/tune_token_tiles.log" | tail -40 || status=1

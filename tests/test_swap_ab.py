@@ -213,6 +213,18 @@ def test_without_the_swap_it_is_step_11():
 
 
 @pytest.mark.compile
+def test_token_tiles_in_a_pair_multicast_w():
+    """The device run's A/B of cuBLAS's choice at 64-128 tokens (two token tiles sharing W's tile): in
+    a 1 x 2 cluster each W tile is loaded once and multicast to both CTAs; alone, no multicast."""
+    base = STEP.config_for(GemmProblem(128, 4096, 4096))
+    pair = dataclasses.replace(base, tile_n=64, epi_n=64, cluster_n=2, stages=6)
+    assert STEP.check_config(pair) == (True, "")
+    assert "multicast::cluster" in arch.compile_step(STEP, pair, target="sm_90a").ptx
+    assert "multicast::cluster" not in arch.compile_step(STEP, dataclasses.replace(pair, cluster_n=1),
+                                                         target="sm_90a").ptx
+
+
+@pytest.mark.compile
 def test_the_finisher_waits_for_every_part_at_once():
     """gather_parts: the flag spin sits behind a per-thread predicate (any consumer thread may wait on
     one part), and the partial sums of up to GATHER parts are loaded per pass; off, step 11's loop."""
