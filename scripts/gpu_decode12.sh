@@ -56,9 +56,12 @@ timeout 240 python3 -m pytest -q -m gpu $gpu_tests 2>&1 | tee "$out/pytest_gpu.l
 python3 scripts/gpu_linear_host.py --m 16 2>&1 | tee "$out/linear_host.txt" || status=1  # linear's host time, by part
 ;;
 tune)
-# at M <= 16 (one 16-token tile): the rule's tile height against 128 rows, and its split against none
+# at M <= 16 (one 16-token tile): the rule's tile height against 128 rows, and its split against none;
+# programmatic dependent launch (pdl): its gain is in the back-to-back column ("seed"), where each
+# launch may start while the one before runs
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_few_tokens" \
   sm90/11 sm90/12 "sm90/12:tile_m=128,stages=12" "sm90/12:stream_k=false" "sm90/12:max_parts=8" "sm90/12:gather_parts=false" \
+  "sm90/12:pdl=true" \
   --shapes 1x4096x4096 16x4096x4096 16x6144x4096 16x2048x8192 16x14336x4096 16x4096x14336 16x1024x4096 \
   2>&1 | tee "$out/tune_few_tokens.log" | tail -40 || status=1
 # at M = 64-128: the tokens in one tile against tiles of 32 or 64 tokens (cuBLAS's choice there), as

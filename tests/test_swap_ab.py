@@ -225,6 +225,21 @@ def test_token_tiles_in_a_pair_multicast_w():
 
 
 @pytest.mark.compile
+def test_programmatic_dependent_launch_is_an_option_and_waits_before_the_first_load():
+    """pdl: launched with programmatic stream serialization; every CTA lets the next kernel launch,
+    and the producer's wait for the kernel before precedes every TMA load. Off (the default): none
+    of it in the PTX or the launch."""
+    config = STEP.config_for(GemmProblem(16, 2048, 8192))
+    assert not config.pdl and "use_pdl" not in step12.Gemm(config).launch_options()
+    on = dataclasses.replace(config, pdl=True)
+    assert step12.Gemm(on).launch_options() == {**step12.Gemm(config).launch_options(), "use_pdl": True}
+    ptx = arch.compile_step(STEP, on, target="sm_90a").ptx
+    assert ptx.count("griddepcontrol.wait") == 1 and ptx.count("griddepcontrol.launch_dependents") == 1
+    assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait") < ptx.index("cp.async.bulk.tensor")
+    assert "griddepcontrol" not in arch.compile_step(STEP, config, target="sm_90a").ptx
+
+
+@pytest.mark.compile
 def test_the_finisher_waits_for_every_part_at_once():
     """gather_parts: the flag spin sits behind a per-thread predicate (any consumer thread may wait on
     one part), and the partial sums of up to GATHER parts are loaded per pass; off, step 11's loop."""
@@ -265,6 +280,33 @@ def test_split_decode_tiles_are_correct_launch_after_launch(gather):
             torch.cuda.synchronize()
             assert relative_error(c, ref) < run.TOLERANCE, (m, n, k)
         assert int(launch.workspace[1].abs().sum()) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(arch.machine().target != "sm_90a", reason="sm90/12 runs on Hopper")
+@pytest.mark.parametrize("d", [4096, 2048], ids=["whole_k", "split_k"])
+def test_layers_launched_with_pdl_read_each_output_after_it_is_written(d):
+    """pdl on: four layers back to back on one stream and one workspace, each reading the output of
+    the one before (all NaN-poisoned first): each against float32 of the input it read."""
+    from gemm_course.runtime.problem import reference, relative_error
+
+    torch.manual_seed(d)
+    m = 16
+    config = dataclasses.replace(STEP.config_for(GemmProblem(m, d, d)), pdl=True)
+    assert config.stream_k == (d == 2048)
+    x = torch.randn(m, d, device="cuda").to(torch.bfloat16)
+    weights = [(torch.randn(d, d, device="cuda") / d ** 0.5).to(torch.bfloat16) for _ in range(4)]
+    outs = [torch.full((m, d), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in weights]
+    inputs = [x] + outs[:-1]
+    workspace = run.allocate_workspace(STEP, config, "cuda")
+    launches = [run.prepare(STEP, a, w, c, config, workspace=workspace) for a, w, c in zip(inputs, weights, outs)]
+    torch.cuda.synchronize()
+    for launch in launches:
+        launch()
+    torch.cuda.synchronize()
+    for i, (a, w, c) in enumerate(zip(inputs, weights, outs)):
+        assert relative_error(c, reference(a, w)) < run.TOLERANCE, i
+    assert int(workspace.tensors[1].abs().sum()) == 0  # every flag reset
 
 
 # ---- where each accumulator element lands in the staging buffer (no GPU needed) -----------------

@@ -225,6 +225,14 @@ class Gemm(parent.Gemm):
             index, c.whole_tiles, c.main_k, c.helpers, c.rest_k, c.piece, cutlass.select_, cutlass.min, cutlass.max
         )
 
+    # ---- device side: the kernels launched before and after this one ---------------------------
+
+    def kernel_started(self):
+        """Every thread, at the kernel's start: nothing here (step 12 can let the next kernel launch)."""
+
+    def before_first_load(self):
+        """The producer warp, before its first load: nothing here (step 12 can wait for the kernel before)."""
+
     # ---- device side: handing tiles and partial sums over --------------------------------------
 
     def publish_tile(self, u, tile_coord, storage):
@@ -306,6 +314,7 @@ class Gemm(parent.Gemm):
         constants: tuple,
     ):
         tidx, warp_idx, warpgroup_idx = self.roles(tma_atom_a, tma_atom_b)
+        self.kernel_started()
         storage, mainloop_pipeline, sA, sB, sC = self.shared_memory(
             a_smem_layout, b_smem_layout, epi_smem_layout, wait_for_cluster=False
         )
@@ -326,6 +335,7 @@ class Gemm(parent.Gemm):
             # producer warpgroup: one warp runs the schedule, publishes each unit's tile, loads its K tiles
             cute.arch.setmaxregister_decrease(self.config.producer_registers)
             if warp_idx == 0:
+                self.before_first_load()
                 load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 for u in cutlass.range(num_units, unroll=1):
                     k_begin, k_end = next_begin, next_end  # worked out one unit ahead, each unit once

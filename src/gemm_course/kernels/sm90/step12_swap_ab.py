@@ -82,6 +82,7 @@ class Config(parent.Config):
     gather_parts: bool = True  # the finisher waits for all its parts at once, then loads them all
     max_parts: int = 4  # clusters per tile when the tiles are fewer than the clusters (schedule.MAX_PARTS)
     lockstep: bool = False  # the classic layout at every K: lockstep's shared panels buy nothing here (below)
+    pdl: bool = False  # programmatic dependent launch (``Gemm.before_first_load``): not yet measured, so off
 
 
 def check_config(config: Config):
@@ -177,6 +178,26 @@ class Gemm(parent.Gemm):
         if cutlass.const_expr(self.config.swap_ab):
             mA, mB, mC = mB, mA, transposed(mC)  # C^T = W x^T: W fills wgmma's M, the tokens its N
         self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags, mPlaces, self.schedule_constants(mA, mC))
+
+    # ---- the kernels before and after: programmatic dependent launch (``pdl``) -----------------
+
+    def launch_options(self) -> dict:
+        """With ``pdl``, launched so that it may start while the kernel before it on the stream runs."""
+        options = super().launch_options()
+        return {**options, "use_pdl": True} if self.config.pdl else options
+
+    def kernel_started(self):
+        """With ``pdl``, every CTA lets the next kernel launch at once: a decode grid leaves SMs idle, where
+        that kernel's launch and set-up can overlap this one's loads."""
+        if cutlass.const_expr(self.config.pdl):
+            cute.arch.griddepcontrol_launch_dependents()
+
+    def before_first_load(self):
+        """With ``pdl``, the producer waits for the kernel before to finish, and its writes to be visible,
+        before it loads x or W. Every other global access of the kernel (partial sums, flags, C) comes
+        after a stage that load filled, so it waits too; the kept scratch is shared with that kernel."""
+        if cutlass.const_expr(self.config.pdl):
+            cute.arch.griddepcontrol_wait()
 
     @cute.jit
     def add_partials(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, first_piece, last_piece):
