@@ -26,10 +26,10 @@ The first call of a signature (the tensors' shapes, strides, dtypes and devices,
 every check once, linear's (:mod:`gemm_course.runtime.linear_checks`) and then the GEMM's
 (:func:`gemm_course.runtime.problem.validate`), and keeps what it found with its launcher; a later
 call of the signature checks only what can change, the data pointers (16-byte alignment, output
-bytes shared with an input), and makes the CuTe views of A, B and C (what is kept, and how:
-:mod:`gemm_course.runtime.linear_kept`). With :func:`use_kept_arguments` (on by default) it makes
-no views either: the launch's arguments are marshalled once per signature and only the data
-pointers are written per call; with :func:`use_direct_calls` (on by default) an eager call skips
+bytes shared with an input), and launches (what is kept, and how: :mod:`gemm_course.runtime.linear_kept`).
+With :func:`use_kept_arguments` (on by default) the launch's arguments are marshalled once per
+signature and only the data pointers are written per call (off: CuTe views of A, B and C made and
+marshalled per call); with :func:`use_direct_calls` (on by default) an eager call skips
 the torch dispatcher where no mode, trace or compile could see the op. Together they take a
 16 x 4096 x 4096 call's host time from 87 to 19 us on an H100 host (F.linear: 15 us;
 ``scripts/gpu_linear_host.py``); both pass the GPU tests in ``tests/test_linear_kept.py``. The
