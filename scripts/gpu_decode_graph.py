@@ -73,7 +73,8 @@ def measure(step, problem: GemmProblem, rounds: int, launches: int, replays: int
         "protocol": {"sets": sets, "launches_per_graph": launches, "replays": replays, "rounds": rounds,
                      "how": "each provider's launches captured in one CUDA graph, cycling through operand sets; "
                             "events around replays; providers alternate, reversed every other round; medians"},
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), "command": " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()),
+        "command": bench.provenance_command("python3 scripts/gpu_decode_graph.py", sys.argv[1:]),
     }
     rec.update(bench.environment())
     return rec

@@ -1,6 +1,7 @@
 """Protocol arithmetic and records (no GPU needed)."""
 
 import json
+import re
 
 import pytest
 
@@ -67,6 +68,13 @@ def test_committed_records_have_provenance():
             assert r.get(key) is not None, f"{r['_file']} lacks {key}"
         assert r["rel_error"] < 1e-2
         assert r["cublas_tflops"]["median"] > 0 and r["tflops"]["median"] > 0
+    for r in records.load_records(kind=None):  # every kind: the book's results page prints their commands
+        assert not re.search(r"(^|[\s=])/(tmp|work|home|root)/", str(r.get("command", ""))), (r["_file"], r["command"])
+
+
+def test_a_records_command_names_no_output_folder():
+    assert bench.provenance_command("python3 scripts/x.py", ["--out", "/tmp/r6", "--steps", "a b"]) == \
+        "python3 scripts/x.py --out $OUT --steps 'a b'"
 
 
 def test_compare_reverses_the_order_every_other_round(monkeypatch):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import time
 
@@ -154,11 +153,7 @@ def cmd_bench(args):
     shapes = _shapes(args.shapes)
     for step in steps:
         run.require_gpu_for(step)
-    argv = sys.argv[1:]
-    if "--out" in argv:  # where the file went is not provenance, and may be a machine's path
-        i = argv.index("--out")
-        argv = argv[:i + 1] + ["$OUT"] + argv[i + 2:]
-    command = "gemm-course " + " ".join(shlex.quote(a) if a != "$OUT" else a for a in argv)
+    command = bench.provenance_command("gemm-course", sys.argv[1:])
     env = bench.environment()
     copy = bench.copy_tb_s() if args.rotate else None  # the memory ceiling of this run, beside its records
     records, wrong = [], []

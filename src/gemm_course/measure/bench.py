@@ -80,7 +80,7 @@ from .bandwidth import (  # noqa: F401  (re-exported)
     rotation_sets,
 )
 from .energy import ENERGY_SKIP_S, EnergyMeter, energy_block, energy_fields, open_meter  # noqa: F401  (re-exported)
-from .environment import clocks, environment  # noqa: F401  (re-exported)
+from .environment import clocks, environment, provenance_command  # noqa: F401  (re-exported)
 from .records import (  # noqa: F401  (re-exported: the chapters and scripts call bench.load_records, bench.write_records, ...)
     FEW_WAVE_KS,
     FEW_WAVE_MNS,

@@ -37,6 +37,18 @@ def clocks() -> Optional[dict]:
     return res
 
 
+def provenance_command(prefix: str, argv) -> str:
+    """The command line a record names: ``prefix`` and ``argv`` with the value after ``--out`` written
+    ``$OUT`` (where the file went is not provenance, and may be a machine's path)."""
+    import shlex
+
+    argv = list(argv)
+    if "--out" in argv:
+        i = argv.index("--out")
+        argv = argv[:i + 1] + ["$OUT"] + argv[i + 2:]
+    return " ".join([prefix] + [shlex.quote(a) if a != "$OUT" else a for a in argv])
+
+
 def environment() -> dict:
     import torch
 
