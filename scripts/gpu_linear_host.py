@@ -66,6 +66,7 @@ def main(argv=None) -> int:
                 return 1
 
         whole_call = lambda: lin.linear(x, w, out=y)  # noqa: E731
+        defaults = linear_kept._kept_arguments, linear_kept._direct_calls
         off, kept_only, both = (False, False), (True, False), (True, True)
         parts = {  # name: ((kept arguments, direct calls) for linear, the part)
             "route_plan (cached)": (off, lambda: lin.route_plan(arch_name, args.m, args.n, args.k)),
@@ -86,8 +87,8 @@ def main(argv=None) -> int:
             fn()
             torch.cuda.synchronize()
             print(f"{name:44s} {median_us(fn, args.calls):8.1f} us per call (median of {args.calls})")
-        lin.use_kept_arguments(True)  # the defaults again
-        lin.use_direct_calls(True)
+        lin.use_kept_arguments(defaults[0])  # as they were before the timing
+        lin.use_direct_calls(defaults[1])
     return 0
 
 

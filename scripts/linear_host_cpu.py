@@ -146,6 +146,7 @@ def main(argv=None) -> int:
                                cuda.CUstream(7))
             parts["a kept launch, kept arguments"] = functools.partial(run.KeptArguments(own), x, w, y)
     kept_option = real is not None and hasattr(lin, "use_kept_arguments")
+    defaults = (linear_kept._kept_arguments, linear_kept._direct_calls) if kept_option else None
     with torch.inference_mode(), faked_gpu(compiled):
         parts["whole call: linear(x, w, out=y), GPU faked"] = lambda: lin.linear(x, w, out=y)
         parts["whole call: linear(x, w), GPU faked"] = lambda: lin.linear(x, w)
@@ -164,8 +165,8 @@ def main(argv=None) -> int:
                 lin.use_direct_calls("direct calls" in name)
             print(f"{name:48s} {median_us(fn, args.calls):8.1f} us")  # its warm-up makes the first calls
         if kept_option:
-            lin.use_kept_arguments(True)  # the defaults again
-            lin.use_direct_calls(True)
+            lin.use_kept_arguments(defaults[0])  # as they were before the timing
+            lin.use_direct_calls(defaults[1])
     return 0
 
 
