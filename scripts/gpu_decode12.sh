@@ -9,6 +9,8 @@
 #   tune   the interleaved A/B of the rule's choices against sm90/11 and cuBLAS, weights rotated out of
 #          L2 (OUT/tune_few_tokens/tune.json, OUT/tune_token_tiles/tune.json): at M <= 16 the tile
 #          height, the split and the hand-over; at M = 64-128 the tokens split over tiles of 32 or 64
+#   tune256  the same at M = 128-256: cuBLAS's 64 x 64 tile (tokens in two tiles), with multicast of
+#          x or of W, split along K; two 128-token tiles at M = 256 (OUT/tune_256/tune.json)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
 #   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
@@ -74,6 +76,20 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_to
   --shapes 64x4096x4096 128x4096x4096 64x14336x4096 128x14336x4096 128x4096x14336 128x2048x8192 \
   2>&1 | tee "$out/tune_token_tiles.log" | tail -40 || status=1
 ;;
+tune256)
+# at M = 128-256: cuBLAS's tile there (64 rows of W x 64 tokens, 13 stages, K whole: nvjet 64x64_64x13_2x1), alone,
+# in 2 x 1 clusters that multicast x (as cuBLAS) and in 1 x 2 clusters that multicast W; split along K;
+# and 128-token tiles (two at M = 256), each spelled out in full so that it applies above SWAP_MAX_M
+t64="swap_ab=true,tile_m=64,tile_n=64,epi_n=64,epi_stages=1,stages=13,cluster_m=1,cluster_n=1,gpc_order=false,lockstep=false,gather_parts=true,stream_k=false"
+python3 scripts/cublas_kernels.py 128x2048x8192 128x14336x4096 256x4096x4096 256x14336x4096 256x4096x14336 256x2048x8192 \
+  2>&1 | tee "$out/cublas_kernels_256.txt" | tail -7
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_256" \
+  sm90/11 sm90/12 "sm90/12:$t64" "sm90/12:${t64/cluster_m=1/cluster_m=2}" "sm90/12:${t64/cluster_n=1/cluster_n=2}" \
+  "sm90/12:${t64/stream_k=false/stream_k=true}" "sm90/12:$(echo $t64 | sed 's/tile_n=64/tile_n=128/; s/stages=13/stages=9/')" \
+  --shapes 128x4096x4096 128x2048x8192 128x14336x4096 128x4096x14336 128x6144x4096 \
+  256x4096x4096 256x14336x4096 256x4096x14336 256x2048x8192 256x6144x4096 \
+  2>&1 | tee "$out/tune_256.log" | tail -80 || status=1
+;;
 bench|reversed|sweep)
 ms="1 8 16 32 64 128 256"
 nks="4096x4096 14336x4096 4096x14336 6144x4096 2048x8192"
@@ -93,8 +109,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-check|tune|bench|reversed|graphs|sweep) ;;
-*) echo "unknown phase $phase (check, tune, bench, reversed, graphs, sweep)"; status=2 ;;
+check|tune|tune256|bench|reversed|graphs|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, bench, reversed, graphs, sweep)"; status=2 ;;
 esac
 done
 exit $status

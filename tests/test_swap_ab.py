@@ -227,11 +227,12 @@ def test_token_tiles_in_a_pair_multicast_w():
 @pytest.mark.compile
 def test_programmatic_dependent_launch_is_an_option_and_waits_before_the_first_load():
     """pdl: launched with programmatic stream serialization; every CTA lets the next kernel launch,
-    and the producer's wait for the kernel before precedes every TMA load. Off (the default): none
+    and the producer's wait for the kernel before precedes every TMA load. On by default. Off: none
     of it in the PTX or the launch."""
-    config = STEP.config_for(GemmProblem(16, 2048, 8192))
-    assert not config.pdl and "use_pdl" not in step12.Gemm(config).launch_options()
-    on = dataclasses.replace(config, pdl=True)
+    on = STEP.config_for(GemmProblem(16, 2048, 8192))
+    assert on.pdl  # the default
+    config = dataclasses.replace(on, pdl=False)
+    assert "use_pdl" not in step12.Gemm(config).launch_options()
     assert step12.Gemm(on).launch_options() == {**step12.Gemm(config).launch_options(), "use_pdl": True}
     ptx = arch.compile_step(STEP, on, target="sm_90a").ptx
     assert ptx.count("griddepcontrol.wait") == 1 and ptx.count("griddepcontrol.launch_dependents") == 1
