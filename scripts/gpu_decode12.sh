@@ -11,6 +11,8 @@
 #          height, the split and the hand-over; at M = 64-128 the tokens split over tiles of 32 or 64
 #   tune256  the same at M = 128-256: cuBLAS's 64 x 64 tile (tokens in two tiles), with multicast of
 #          x or of W, split along K; two 128-token tiles at M = 256 (OUT/tune_256/tune.json)
+#   tune_pairs  token tiles in pairs where the rule does not pair them: M = 64, 128-row W tiles, M = 256
+#          (OUT/tune_pairs_64/tune.json, OUT/tune_pairs_256/tune.json)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
 #   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
@@ -36,7 +38,8 @@ from gemm_course.runtime import ladder, run
 from gemm_course.runtime.problem import GemmProblem
 step = ladder.get("sm90/12")
 shapes = [(1, 4096, 4096), (7, 1024, 520), (8, 2048, 8192), (16, 4096, 14336), (33, 14336, 4096), (64, 1024, 4096),
-          (100, 2048, 1000), (128, 4096, 4096), (200, 3072, 1032), (256, 8192, 1024), (300, 2048, 2048), (1, 8, 8)]
+          (100, 2048, 1000), (128, 4096, 4096), (200, 3072, 1032), (256, 8192, 1024), (300, 2048, 2048), (1, 8, 8),
+          (65, 3072, 1032), (72, 4096, 520), (120, 2048, 14336)]  # the last three: token tiles in pairs
 bad = 0
 for r in run.check(step, shapes, seed=11):
     print(r); bad += not r.ok
@@ -90,6 +93,22 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_25
   256x4096x4096 256x14336x4096 256x4096x14336 256x2048x8192 256x6144x4096 \
   2>&1 | tee "$out/tune_256.log" | tail -80 || status=1
 ;;
+tune_pairs)
+# token tiles in pairs (1 x 2 clusters multicasting W) where the rule does not pair them: two 32-token tiles
+# at M = 64 (16 stages, K whole or split); 128-row W tiles at 6144 and 14336 rows (M = 128); two 128-token
+# tiles, or four 64-token ones over 128 rows, at M = 256 (spelled out in full, so that they apply above SWAP_MAX_M)
+pair="swap_ab=true,epi_stages=1,cluster_m=1,cluster_n=2,gpc_order=false,lockstep=false,gather_parts=true,stream_k=false"
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_pairs_64" \
+  sm90/11 sm90/12 "sm90/12:$pair,tile_m=64,tile_n=32,epi_n=32,stages=16" \
+  "sm90/12:${pair/stream_k=false/stream_k=true},tile_m=64,tile_n=32,epi_n=32,stages=16" \
+  --shapes 64x4096x4096 64x2048x8192 64x4096x14336 64x6144x4096 64x14336x4096 \
+  2>&1 | tee "$out/tune_pairs_64.log" | tail -30 || status=1
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_pairs_256" \
+  sm90/11 sm90/12 "sm90/12:$pair,tile_m=64,tile_n=128,epi_n=64,stages=9" "sm90/12:$pair,tile_m=128,tile_n=64,epi_n=64,stages=8" \
+  "sm90/12:$pair,tile_m=128,tile_n=128,epi_n=64,stages=6" \
+  --shapes 128x6144x4096 128x14336x4096 256x4096x4096 256x2048x8192 256x4096x14336 256x6144x4096 256x14336x4096 \
+  2>&1 | tee "$out/tune_pairs_256.log" | tail -40 || status=1
+;;
 bench|reversed|sweep)
 ms="1 8 16 32 64 128 256"
 nks="4096x4096 14336x4096 4096x14336 6144x4096 2048x8192"
@@ -109,8 +128,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-check|tune|tune256|bench|reversed|graphs|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, bench, reversed, graphs, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|bench|reversed|graphs|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, bench, reversed, graphs, sweep)"; status=2 ;;
 esac
 done
 exit $status

@@ -37,8 +37,10 @@ def test_the_ladder_knows_the_memory_step():
 def test_small_m_swaps_with_the_tokens_in_wgmma_n(m):
     config = STEP.config_for(GemmProblem(m, 4096, 4096))
     assert config.swap_ab
-    assert config.tile_n == max(16, -(-m // 16) * 16)  # M rounded up to stmatrix's 16 columns
-    assert config.tile_n % config.epi_n == 0 and (config.cluster_m, config.cluster_n) == (1, 1)
+    pairs = m > step12.PAIR_FROM_M  # 64 tiles of W, one per pair of SMs: two token tiles share each
+    assert config.tile_n == max(16, -(-m // (32 if pairs else 16)) * 16)  # rounded up to stmatrix's 16 columns
+    assert config.tile_n % config.epi_n == 0 and (config.cluster_m, config.cluster_n) == (1, 2 if pairs else 1)
+    assert config.tile_n * config.cluster_n >= m
     assert STEP.check_config(config) == (True, "")
     # as many stages as fit: one more would not, unless the cap is reached
     assert step05.smem_estimate(config) <= step05.SMEM_CAPACITY
@@ -119,8 +121,23 @@ def test_split_for_makes_the_measured_choices():
     whole = {(m, n, k): not STEP.config_for(GemmProblem(m, n, k)).stream_k
              for m in (1, 16, 64, 128) for n, k in ((4096, 4096), (6144, 4096), (2048, 8192), (4096, 14336))}
     assert all(whole[m, n, 4096] for m in (1, 16, 64, 128) for n in (4096, 6144))  # 64-96 tiles: K whole
-    assert not any(whole[m, 2048, 8192] for m in (1, 16, 64, 128))  # 32 tiles: K split
-    assert whole[16, 4096, 14336] and not whole[128, 4096, 14336]  # 128 tokens x 14336: the MMAs need more SMs
+    assert not any(whole[m, 2048, 8192] for m in (1, 16, 64))  # 32 tiles: K split
+    assert whole[128, 2048, 8192]  # in pairs of token tiles
+    assert whole[16, 4096, 14336] and not whole[64, 4096, 14336]  # 64 tokens x 14336: the MMAs need more SMs
+    assert whole[128, 4096, 14336]  # in pairs of token tiles
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("m", (65, 100, 128))
+def test_token_tiles_pair_where_w_tiles_fill_half_to_all_of_the_sm_pairs(m):
+    """The H100 tune's winners at 128 tokens (NOTES.md): two token tiles in a 1 x 2 cluster at 2048 and
+    4096 rows of W (32 and 64 tiles for 66 pairs), one wide tile at 6144 and 14336 (96 and 112 tiles
+    would take a second round), and at 1024 (16 tiles: K split instead)."""
+    paired = {n: STEP.config_for(GemmProblem(m, n, 4096)).cluster_n == 2 for n in (1024, 2048, 4096, 6144, 14336)}
+    assert paired == {1024: False, 2048: True, 4096: True, 6144: False, 14336: False}
+    assert not STEP.config_for(GemmProblem(64, 4096, 4096)).cluster_n == 2
+    config = STEP.config_for(GemmProblem(m, 4096, 4096))
+    assert config.tile_m == 64 and not config.stream_k and STEP.check_config(config) == (True, "")
 
 
 @pytest.mark.fast
@@ -185,7 +202,8 @@ def test_the_epilogue_writes_c_transposed(compiled):
 def test_each_stage_expects_its_two_boxes(compiled):
     config, art = compiled
     assert set(inspect.expect_tx_bytes(art.ptx)) == {(config.tile_m + config.tile_n) * config.tile_k * 2}
-    assert "multicast::cluster" not in art.ptx  # clusters of one CTA: nothing to share
+    # W's tile multicast to both CTAs of a token-tile pair (each still expects the whole box); alone, nothing to share
+    assert ("multicast::cluster" in art.ptx) is (config.cluster_n == 2)
 
 
 @pytest.mark.compile
@@ -214,11 +232,10 @@ def test_without_the_swap_it_is_step_11():
 
 @pytest.mark.compile
 def test_token_tiles_in_a_pair_multicast_w():
-    """The device run's A/B of cuBLAS's choice at 64-128 tokens (two token tiles sharing W's tile): in
-    a 1 x 2 cluster each W tile is loaded once and multicast to both CTAs; alone, no multicast."""
-    base = STEP.config_for(GemmProblem(128, 4096, 4096))
-    pair = dataclasses.replace(base, tile_n=64, epi_n=64, cluster_n=2, stages=6)
-    assert STEP.check_config(pair) == (True, "")
+    """The rule's tile at 128 tokens (two token tiles sharing W's tile, as cuBLAS): in its 1 x 2 cluster
+    each W tile is loaded once and multicast to both CTAs; alone, no multicast."""
+    pair = STEP.config_for(GemmProblem(128, 4096, 4096))
+    assert (pair.tile_n, pair.cluster_n) == (64, 2) and STEP.check_config(pair) == (True, "")
     assert "multicast::cluster" in arch.compile_step(STEP, pair, target="sm_90a").ptx
     assert "multicast::cluster" not in arch.compile_step(STEP, dataclasses.replace(pair, cluster_n=1),
                                                          target="sm_90a").ptx

@@ -19,8 +19,11 @@ Parent: step 11. Key differences (chapter 12):
   (``split_for``: 64-row tiles unless two parts of 128-row ones fill the SMs; 8 parts at 1024
   rows), where step 11 stops at four; and no split at all (``splits_k``) where the tiles alone
   keep close to half the SMs streaming and each tile's MMA work is small: there the hand-over
-  costs more than the idle SMs. Clusters of one CTA: x is a few KiB per K tile, nothing worth
-  multicasting.
+  costs more than the idle SMs. x is a few KiB per K tile, nothing worth multicasting.
+* *Token tiles in pairs.* Above 64 tokens one wide tile's MMAs take about as long as its bytes of W.
+  Where W's 64-row tiles fill between half and all of the SMs' pairs (``pairs_tokens``), the tokens
+  go in two tiles of a 1 x 2 cluster: each W tile is loaded once and multicast to both CTAs, and
+  each CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128 tokens).
 * *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
@@ -71,6 +74,7 @@ BUSY_SHARE = 0.9  # the share of the SMs a decode grid should keep streaming W
 FEW_PARTS = 2  # parts per 128-row tile beyond which 64-row tiles (half the parts) are faster (H100, tune)
 WHOLE_SHARE = 0.45  # the share of the SMs the tiles alone must keep streaming for K to stay whole ...
 WHOLE_WORK = 128 * 4096  # ... with at most this MMA work per tile row (tokens x K) (H100, tune)
+PAIR_FROM_M = 64  # tokens above which two token tiles share each W tile by multicast (``pairs_tokens``)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
 
 
@@ -140,18 +144,35 @@ def splits_k(tiles: int, tile_n: int, k: int, clusters: int) -> bool:
     return not (tiles >= WHOLE_SHARE * clusters and tile_n * k <= WHOLE_WORK)
 
 
+def pairs_tokens(m: int, n: int, pairs: int) -> bool:
+    """Whether more than ``PAIR_FROM_M`` tokens go in two token tiles in 1 x 2 clusters, each W tile
+    loaded once and multicast to both CTAs: when W's 64-row tiles, one per cluster, keep between
+    ``WHOLE_SHARE`` and all of the ``pairs`` of SMs streaming (K whole). Each CTA does half the MMA
+    work of one wide tile for the same bytes of W. On an H100 (tune, weights rotated out of L2) at
+    128 tokens: 1.01 against 0.92 of cuBLAS at 4096 x 4096, 1.16 against 1.07 at 4096 x 14336, 0.95
+    against 0.93 at 2048 x 8192; with 96 or 224 tiles (6144 and 14336 rows) a second round of
+    clusters lost (0.88 against 0.94, 0.93 against 0.97). cuBLAS runs 64 x 64 tiles there."""
+    return m > PAIR_FROM_M and WHOLE_SHARE * pairs <= -(-n // 64) <= pairs
+
+
 def config_for(problem, config: Config = Config()) -> Config:
-    """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens (tile_n: M rounded up to 16; tile_m
-    and parts per tile from ``split_for``, K split or whole from ``splits_k``; the stages that fit;
-    the classic layout at every K), else
+    """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens: where ``pairs_tokens``, two token
+    tiles of half the tokens (rounded up to 16) in 1 x 2 clusters over 64-row tiles of W, K whole;
+    otherwise tile_n M rounded up to 16, tile_m and parts per tile from ``split_for``, K split or
+    whole from ``splits_k``; the stages that fit; the classic layout at every K. Else
     step 11's choice with ``swap_ab``, ``gather_parts`` and ``pdl`` off and lockstep from step 11's K
     (step 11's kernel)."""
     if problem.m > SWAP_MAX_M:
         return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, lockstep=True, pdl=False,
                                                               **_STEP11_FIELDS))
+    clusters = max_clusters(1)
+    if pairs_tokens(problem.m, problem.n, max_clusters(2)):
+        tile_n = -(-problem.m // 32) * 16  # half the tokens, rounded up to 16
+        epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
+        return dataclasses.replace(config, tile_m=64, tile_n=tile_n, epi_n=epi_n, epi_stages=1, cluster_n=2,
+                                   stages=stages_for(64, tile_n, epi_n, 1), stream_k=False)
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
-    clusters = max_clusters(1)
     tile_m, max_parts = split_for(problem.n, clusters)
     stages = stages_for(tile_m, tile_n, epi_n, 1)
     stream_k = splits_k(-(-problem.n // tile_m), tile_n, problem.k, clusters)
