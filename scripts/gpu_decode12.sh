@@ -39,7 +39,8 @@ from gemm_course.runtime.problem import GemmProblem
 step = ladder.get("sm90/12")
 shapes = [(1, 4096, 4096), (7, 1024, 520), (8, 2048, 8192), (16, 4096, 14336), (33, 14336, 4096), (64, 1024, 4096),
           (100, 2048, 1000), (128, 4096, 4096), (200, 3072, 1032), (256, 8192, 1024), (300, 2048, 2048), (1, 8, 8),
-          (65, 3072, 1032), (72, 4096, 520), (120, 2048, 14336)]  # the last three: token tiles in pairs
+          (65, 3072, 1032), (72, 4096, 520), (120, 2048, 14336), (40, 4096, 1000), (160, 6144, 2048),
+          (250, 14336, 1032)]  # the last six: token tiles in pairs
 bad = 0
 for r in run.check(step, shapes, seed=11):
     print(r); bad += not r.ok

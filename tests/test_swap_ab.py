@@ -49,9 +49,10 @@ def test_small_m_swaps_with_the_tokens_in_wgmma_n(m):
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("m", (129, 200, 256, 257, 512, 4096))
-def test_large_m_is_step_11(m):
-    problem = GemmProblem(m, 4096, 4096)
+@pytest.mark.parametrize("m, n", [(129, 1024), (200, 1024), (256, 1024), (257, 4096), (512, 4096), (4096, 4096)])
+def test_large_m_is_step_11(m, n):
+    """Above SWAP_MAX_M, and above SWAP_ALONE_MAX_M where the token tiles do not pair (16 tiles of W)."""
+    problem = GemmProblem(m, n, 4096)
     config = STEP.config_for(problem)
     eleven = ladder.get("sm90/11").config_for(problem)
     assert not config.swap_ab and config.lockstep  # step 11's split tail: lockstep from its K
@@ -62,8 +63,10 @@ def test_large_m_is_step_11(m):
 @pytest.mark.fast
 def test_the_threshold_fits_one_wgmma_n():
     assert 16 <= step12.SWAP_MAX_M <= 256  # wgmma's largest N: the tokens fit one instruction
-    assert STEP.config_for(GemmProblem(step12.SWAP_MAX_M, 1024, 1024)).swap_ab
-    assert not STEP.config_for(GemmProblem(step12.SWAP_MAX_M + 1, 1024, 1024)).swap_ab
+    assert STEP.config_for(GemmProblem(step12.SWAP_MAX_M, 4096, 1024)).swap_ab  # in pairs of token tiles
+    assert not STEP.config_for(GemmProblem(step12.SWAP_MAX_M + 1, 4096, 1024)).swap_ab
+    assert STEP.config_for(GemmProblem(step12.SWAP_ALONE_MAX_M, 1024, 1024)).swap_ab  # one token tile
+    assert not STEP.config_for(GemmProblem(step12.SWAP_ALONE_MAX_M + 1, 1024, 1024)).swap_ab
 
 
 @pytest.mark.fast
@@ -121,23 +124,27 @@ def test_split_for_makes_the_measured_choices():
     whole = {(m, n, k): not STEP.config_for(GemmProblem(m, n, k)).stream_k
              for m in (1, 16, 64, 128) for n, k in ((4096, 4096), (6144, 4096), (2048, 8192), (4096, 14336))}
     assert all(whole[m, n, 4096] for m in (1, 16, 64, 128) for n in (4096, 6144))  # 64-96 tiles: K whole
-    assert not any(whole[m, 2048, 8192] for m in (1, 16, 64))  # 32 tiles: K split
-    assert whole[128, 2048, 8192]  # in pairs of token tiles
-    assert whole[16, 4096, 14336] and not whole[64, 4096, 14336]  # 64 tokens x 14336: the MMAs need more SMs
-    assert whole[128, 4096, 14336]  # in pairs of token tiles
+    assert not any(whole[m, 2048, 8192] for m in (1, 16))  # 32 tiles: K split
+    assert whole[64, 2048, 8192] and whole[128, 2048, 8192]  # in pairs of token tiles
+    assert whole[16, 4096, 14336] and whole[128, 4096, 14336]  # the latter in pairs of token tiles
+    # one 128-token tile x 14336: the MMAs need more SMs (the rule before the pairs lost there whole)
+    assert not step12.splits_k(64, 16, 14336, 132) and step12.splits_k(64, 128, 14336, 132)
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("m", (65, 100, 128))
-def test_token_tiles_pair_where_w_tiles_fill_half_to_all_of_the_sm_pairs(m):
-    """The H100 tune's winners at 128 tokens (NOTES.md): two token tiles in a 1 x 2 cluster at 2048 and
-    4096 rows of W (32 and 64 tiles for 66 pairs), one wide tile at 6144 and 14336 (96 and 112 tiles
-    would take a second round), and at 1024 (16 tiles: K split instead)."""
-    paired = {n: STEP.config_for(GemmProblem(m, n, 4096)).cluster_n == 2 for n in (1024, 2048, 4096, 6144, 14336)}
-    assert paired == {1024: False, 2048: True, 4096: True, 6144: False, 14336: False}
-    assert not STEP.config_for(GemmProblem(64, 4096, 4096)).cluster_n == 2
-    config = STEP.config_for(GemmProblem(m, 4096, 4096))
-    assert config.tile_m == 64 and not config.stream_k and STEP.check_config(config) == (True, "")
+@pytest.mark.parametrize("m", (33, 64, 65, 100, 128, 200, 256))
+def test_token_tiles_pair_where_w_tiles_fill_about_half_to_all_of_the_sm_pairs(m):
+    """The H100 tune's winners (NOTES.md): two token tiles in a 1 x 2 cluster over 64-row tiles of W at
+    2048 and 4096 rows (32 and 64 tiles for 66 pairs); above 64 tokens over 128-row tiles at 6144 and
+    14336 rows; nowhere at 1024 rows (K split instead, or step 11 above 128 tokens)."""
+    tiles = {n: STEP.config_for(GemmProblem(m, n, 4096)) for n in (1024, 2048, 4096, 6144, 14336)}
+    paired = {n: c.tile_m if c.swap_ab and c.cluster_n == 2 else 0 for n, c in tiles.items()}
+    wide = 128 if m > 64 else 0
+    assert paired == {1024: 0, 2048: 64, 4096: 64, 6144: wide, 14336: wide}
+    assert all(not c.stream_k and c.tile_n * 2 >= m for n, c in tiles.items() if paired[n])
+    assert not tiles[1024].swap_ab or tiles[1024].cluster_n == 1
+    assert tiles[1024].swap_ab is (m <= step12.SWAP_ALONE_MAX_M)
+    assert all(STEP.check_config(c) == (True, "") for c in tiles.values())
 
 
 @pytest.mark.fast

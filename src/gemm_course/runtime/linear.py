@@ -70,9 +70,9 @@ _MARK = "_gemm_course_linear"  # set on the forwards patch_linears installs
 
 # Up to this many rows (tokens) a GEMM on Hopper runs the memory-roofline step: it is bound by W's
 # bytes (about M FLOP per byte of W against a ridge of ~180-270: NOTES.md, "Decode-sized GEMMs on
-# Hopper"), and step 12 swaps A and B up to its SWAP_MAX_M; above, its config is step 11's own, so
-# step 11 runs it (one compiled kernel, not a copy under step 12's name).
-SMALL_M = 128
+# Hopper"), and step 12 swaps A and B up to its SWAP_MAX_M (above 128 only with its token tiles in
+# pairs); elsewhere its config is step 11's own, the same compiled kernel as step 11's.
+SMALL_M = 256
 SMALL_M_ARCHS = ("sm90",)  # where linear routes small M to ladder.decode(arch); Blackwell's step 11 has its own decode path
 
 

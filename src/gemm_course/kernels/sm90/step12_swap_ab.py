@@ -20,10 +20,10 @@ Parent: step 11. Key differences (chapter 12):
   rows), where step 11 stops at four; and no split at all (``splits_k``) where the tiles alone
   keep close to half the SMs streaming and each tile's MMA work is small: there the hand-over
   costs more than the idle SMs. x is a few KiB per K tile, nothing worth multicasting.
-* *Token tiles in pairs.* Above 64 tokens one wide tile's MMAs take about as long as its bytes of W.
-  Where W's 64-row tiles fill between half and all of the SMs' pairs (``pairs_tokens``), the tokens
-  go in two tiles of a 1 x 2 cluster: each W tile is loaded once and multicast to both CTAs, and
-  each CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128 tokens).
+* *Token tiles in pairs.* Above 32 tokens one wide tile's MMAs take about as long as its bytes of
+  W. Where W's tiles fill about half to all of the SMs' pairs (``pair_tile_m``), the tokens go in
+  two tiles of a 1 x 2 cluster: each W tile is loaded once and multicast to both CTAs, and each
+  CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128 tokens). So up to 256 tokens.
 * *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
@@ -43,8 +43,9 @@ Parent: step 11. Key differences (chapter 12):
   finish only where it first loads. Per launch nothing changes; back to back, on an H100, 1.1-1.3x
   at 16 tokens (tune).
 
-With more than ``SWAP_MAX_M`` (128) rows ``config_for`` returns step 11's own choice with ``swap_ab``
-off: the same kernel as step 11, which was the faster at 256 tokens on an H100.
+With more than ``SWAP_MAX_M`` (256) rows, or more than ``SWAP_ALONE_MAX_M`` (128) where the token
+tiles do not pair, ``config_for`` returns step 11's own choice with ``swap_ab`` off: the same kernel
+as step 11.
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
@@ -65,16 +66,17 @@ from .step04_tma_store import EPI_BARRIER_ID, can_implement, check_epilogue  # n
 from .step05_cluster_multicast import SMEM_CAPACITY, WARPGROUP, smem_estimate
 from .step08_persistent import max_clusters
 
-# tokens up to which C^T = W x^T is computed: wgmma's N takes 256, but at 256 tokens step 11 was faster
-# on four of the five decode weights measured (H100, records tagged decode12), so above 128 it runs
-SWAP_MAX_M = 128
+# tokens up to which C^T = W x^T is computed (wgmma's N takes 256): above 128 one wide token tile lost
+# to step 11 on four of the five decode weights measured, two in a pair won on four (H100, tune)
+SWAP_MAX_M = 256
+SWAP_ALONE_MAX_M = 128  # ... and above 128 only with the token tiles in pairs (``pair_tile_m``)
 MAX_STAGES = 16  # enough bytes in flight many times over; more only lengthens the pipeline's fill
 MAX_PARTS = 8  # parts per tile at most: two gathered passes (``GATHER``)
 BUSY_SHARE = 0.9  # the share of the SMs a decode grid should keep streaming W
 FEW_PARTS = 2  # parts per 128-row tile beyond which 64-row tiles (half the parts) are faster (H100, tune)
 WHOLE_SHARE = 0.45  # the share of the SMs the tiles alone must keep streaming for K to stay whole ...
 WHOLE_WORK = 128 * 4096  # ... with at most this MMA work per tile row (tokens x K) (H100, tune)
-PAIR_FROM_M = 64  # tokens above which two token tiles share each W tile by multicast (``pairs_tokens``)
+PAIR_FROM_M = 32  # tokens above which two token tiles may share each W tile by multicast (``pair_tile_m``)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
 
 
@@ -144,33 +146,45 @@ def splits_k(tiles: int, tile_n: int, k: int, clusters: int) -> bool:
     return not (tiles >= WHOLE_SHARE * clusters and tile_n * k <= WHOLE_WORK)
 
 
-def pairs_tokens(m: int, n: int, pairs: int) -> bool:
-    """Whether more than ``PAIR_FROM_M`` tokens go in two token tiles in 1 x 2 clusters, each W tile
-    loaded once and multicast to both CTAs: when W's 64-row tiles, one per cluster, keep between
-    ``WHOLE_SHARE`` and all of the ``pairs`` of SMs streaming (K whole). Each CTA does half the MMA
-    work of one wide tile for the same bytes of W. On an H100 (tune, weights rotated out of L2) at
-    128 tokens: 1.01 against 0.92 of cuBLAS at 4096 x 4096, 1.16 against 1.07 at 4096 x 14336, 0.95
-    against 0.93 at 2048 x 8192; with 96 or 224 tiles (6144 and 14336 rows) a second round of
-    clusters lost (0.88 against 0.94, 0.93 against 0.97). cuBLAS runs 64 x 64 tiles there."""
-    return m > PAIR_FROM_M and WHOLE_SHARE * pairs <= -(-n // 64) <= pairs
+def pair_tile_m(m: int, n: int, pairs: int) -> int:
+    """Rows of W per tile where more than ``PAIR_FROM_M`` tokens go in two token tiles in 1 x 2
+    clusters, each W tile loaded once and multicast to both CTAs (K whole); 0 where they do not.
+    Each CTA does half the MMA work of one wide tile for the same bytes of W. 64 rows where those
+    tiles keep between ``WHOLE_SHARE`` and all of the ``pairs`` of SMs streaming; above 64 tokens,
+    else 128 rows where 128-row tiles keep at least ``WHOLE_SHARE`` of them streaming. On an H100
+    (tune, weights rotated out of L2), 64-row pairs against the rule before them: at 64 tokens 1.00
+    against 0.99 of cuBLAS at 4096 x 4096 and 1.04 against 0.96 at 2048 x 8192, lost at 6144 and
+    14336 rows; at 128 tokens 1.01 against 0.92 at 4096 x 4096, 1.16 against 1.07 at 4096 x 14336.
+    128-row pairs at 128 tokens: 0.97 against 0.94 at 6144 rows, 0.98 against 0.97 at 14336; at 256
+    tokens, against step 11's kernel: 1.04 against 0.81 (64 rows, 4096 x 4096), 0.91 against 0.74
+    and 0.94 against 0.85 (128 rows at 6144 and 14336 rows), 0.83 against 0.85 at 2048 x 8192.
+    cuBLAS runs 64 x 64 tiles at 128 tokens."""
+    if m <= PAIR_FROM_M:
+        return 0
+    if WHOLE_SHARE * pairs <= -(-n // 64) <= pairs:
+        return 64
+    if m > 64 and -(-n // 128) >= WHOLE_SHARE * pairs:
+        return 128
+    return 0
 
 
 def config_for(problem, config: Config = Config()) -> Config:
-    """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens: where ``pairs_tokens``, two token
-    tiles of half the tokens (rounded up to 16) in 1 x 2 clusters over 64-row tiles of W, K whole;
-    otherwise tile_n M rounded up to 16, tile_m and parts per tile from ``split_for``, K split or
-    whole from ``splits_k``; the stages that fit; the classic layout at every K. Else
+    """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens: where ``pair_tile_m`` names a
+    height, two token tiles of half the tokens (rounded up to 16) in 1 x 2 clusters, K whole; else,
+    up to ``SWAP_ALONE_MAX_M`` tokens, tile_n M rounded up to 16, tile_m and parts per tile from
+    ``split_for``, K split or whole from ``splits_k``; the stages that fit; the classic layout at every K. Else
     step 11's choice with ``swap_ab``, ``gather_parts`` and ``pdl`` off and lockstep from step 11's K
     (step 11's kernel)."""
-    if problem.m > SWAP_MAX_M:
-        return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, lockstep=True, pdl=False,
-                                                              **_STEP11_FIELDS))
+    pair_m = pair_tile_m(problem.m, problem.n, max_clusters(2))
+    if problem.m > SWAP_MAX_M or (problem.m > SWAP_ALONE_MAX_M and not pair_m):
+        return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, lockstep=True,
+                                                              pdl=False, **_STEP11_FIELDS))
     clusters = max_clusters(1)
-    if pairs_tokens(problem.m, problem.n, max_clusters(2)):
+    if pair_m:
         tile_n = -(-problem.m // 32) * 16  # half the tokens, rounded up to 16
         epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
-        return dataclasses.replace(config, tile_m=64, tile_n=tile_n, epi_n=epi_n, epi_stages=1, cluster_n=2,
-                                   stages=stages_for(64, tile_n, epi_n, 1), stream_k=False)
+        return dataclasses.replace(config, tile_m=pair_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, cluster_n=2,
+                                   stages=stages_for(pair_m, tile_n, epi_n, 1), stream_k=False)
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
     tile_m, max_parts = split_for(problem.n, clusters)
