@@ -13,6 +13,8 @@
 #          x or of W, split along K; two 128-token tiles at M = 256 (OUT/tune_256/tune.json)
 #   tune_pairs  token tiles in pairs where the rule does not pair them: M = 64, 128-row W tiles, M = 256
 #          (OUT/tune_pairs_64/tune.json, OUT/tune_pairs_256/tune.json)
+#   tune_few_w  at 256 tokens over 16-48 tiles of W: the pair split along K, four 64-token tiles in pairs
+#          (OUT/tune_few_w/tune.json)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
 #   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
@@ -110,6 +112,17 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_pa
   --shapes 128x6144x4096 128x14336x4096 256x4096x4096 256x2048x8192 256x4096x14336 256x6144x4096 256x14336x4096 \
   2>&1 | tee "$out/tune_pairs_256.log" | tail -40 || status=1
 ;;
+tune_few_w)
+# at 256 tokens over few W tiles (1024-3072 rows: 16-48 tiles for 66 pairs), where the pair's K-whole tile
+# leaves SMs idle: the pair split along K, and four 64-token tiles in pairs, whole and split
+pair="swap_ab=true,epi_stages=1,cluster_m=1,cluster_n=2,gpc_order=false,lockstep=false,gather_parts=true"
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_few_w" \
+  sm90/11 sm90/12 "sm90/12:$pair,tile_m=64,tile_n=128,epi_n=64,stages=9,stream_k=false" \
+  "sm90/12:$pair,tile_m=64,tile_n=128,epi_n=64,stages=9,stream_k=true" \
+  "sm90/12:$pair,tile_m=64,tile_n=64,epi_n=64,stages=13,stream_k=false" "sm90/12:$pair,tile_m=64,tile_n=64,epi_n=64,stages=13,stream_k=true" \
+  --shapes 256x2048x8192 256x2048x4096 256x1024x8192 256x3072x4096 \
+  2>&1 | tee "$out/tune_few_w.log" | tail -30 || status=1
+;;
 bench|reversed|sweep)
 ms="1 8 16 32 64 128 256"
 nks="4096x4096 14336x4096 4096x14336 6144x4096 2048x8192"
@@ -129,8 +142,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|bench|reversed|graphs|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, bench, reversed, graphs, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|bench|reversed|graphs|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, bench, reversed, graphs, sweep)"; status=2 ;;
 esac
 done
 exit $status

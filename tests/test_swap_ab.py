@@ -141,7 +141,11 @@ def test_token_tiles_pair_where_w_tiles_fill_about_half_to_all_of_the_sm_pairs(m
     paired = {n: c.tile_m if c.swap_ab and c.cluster_n == 2 else 0 for n, c in tiles.items()}
     wide = 128 if m > 64 else 0
     assert paired == {1024: 0, 2048: 64, 4096: 64, 6144: wide, 14336: wide}
-    assert all(not c.stream_k and c.tile_n * 2 >= m for n, c in tiles.items() if paired[n])
+    assert all(not c.stream_k and c.tile_n * 2 >= m for n, c in tiles.items() if paired[n])  # K = 4096: whole
+    # 32 tiles of W for 66 pairs and 128 tokens x 8192: split (H100 tune at 256 tokens: 0.86 against 0.74)
+    long_k = STEP.config_for(GemmProblem(m, 2048, 8192))
+    assert long_k.cluster_n == 2 and long_k.stream_k is (long_k.tile_n * 8192 > step12.WHOLE_WORK)
+    assert STEP.config_for(GemmProblem(m, 4096, 14336)).stream_k is False  # 64 tiles: whole at any K
     assert not tiles[1024].swap_ab or tiles[1024].cluster_n == 1
     assert tiles[1024].swap_ab is (m <= step12.SWAP_ALONE_MAX_M)
     assert all(STEP.check_config(c) == (True, "") for c in tiles.values())

@@ -77,6 +77,7 @@ FEW_PARTS = 2  # parts per 128-row tile beyond which 64-row tiles (half the part
 WHOLE_SHARE = 0.45  # the share of the SMs the tiles alone must keep streaming for K to stay whole ...
 WHOLE_WORK = 128 * 4096  # ... with at most this MMA work per tile row (tokens x K) (H100, tune)
 PAIR_FROM_M = 32  # tokens above which two token tiles may share each W tile by multicast (``pair_tile_m``)
+PAIR_SPLIT_SHARE = 0.5  # pairs split K where W's tiles busy fewer of the SM pairs than this, with a long K (H100, tune)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
 
 
@@ -157,7 +158,8 @@ def pair_tile_m(m: int, n: int, pairs: int) -> int:
     14336 rows; at 128 tokens 1.01 against 0.92 at 4096 x 4096, 1.16 against 1.07 at 4096 x 14336.
     128-row pairs at 128 tokens: 0.97 against 0.94 at 6144 rows, 0.98 against 0.97 at 14336; at 256
     tokens, against step 11's kernel: 1.04 against 0.81 (64 rows, 4096 x 4096), 0.91 against 0.74
-    and 0.94 against 0.85 (128 rows at 6144 and 14336 rows), 0.83 against 0.85 at 2048 x 8192.
+    and 0.94 against 0.85 (128 rows at 6144 and 14336 rows), 0.83 against 0.85 at 2048 x 8192, where
+    the pair split along K ran 0.86 against 0.74 whole in a later A/B (``config_for`` splits there).
     cuBLAS runs 64 x 64 tiles at 128 tokens."""
     if m <= PAIR_FROM_M:
         return 0
@@ -170,7 +172,8 @@ def pair_tile_m(m: int, n: int, pairs: int) -> int:
 
 def config_for(problem, config: Config = Config()) -> Config:
     """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens: where ``pair_tile_m`` names a
-    height, two token tiles of half the tokens (rounded up to 16) in 1 x 2 clusters, K whole; else,
+    height, two token tiles of half the tokens (rounded up to 16) in 1 x 2 clusters, K whole unless
+    the tiles leave more than half the pairs idle and tokens x K exceeds ``WHOLE_WORK``; else,
     up to ``SWAP_ALONE_MAX_M`` tokens, tile_n M rounded up to 16, tile_m and parts per tile from
     ``split_for``, K split or whole from ``splits_k``; the stages that fit; the classic layout at every K. Else
     step 11's choice with ``swap_ab``, ``gather_parts`` and ``pdl`` off and lockstep from step 11's K
@@ -183,8 +186,10 @@ def config_for(problem, config: Config = Config()) -> Config:
     if pair_m:
         tile_n = -(-problem.m // 32) * 16  # half the tokens, rounded up to 16
         epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
+        pairs, tiles = max_clusters(2), -(-problem.n // pair_m)
+        split = tiles < PAIR_SPLIT_SHARE * pairs and tile_n * problem.k > WHOLE_WORK  # half the pairs idle, long K
         return dataclasses.replace(config, tile_m=pair_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, cluster_n=2,
-                                   stages=stages_for(pair_m, tile_n, epi_n, 1), stream_k=False)
+                                   stages=stages_for(pair_m, tile_n, epi_n, 1), stream_k=split)
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
     tile_m, max_parts = split_for(problem.n, clusters)
