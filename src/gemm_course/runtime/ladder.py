@@ -358,12 +358,13 @@ _STEPS = [
         "sm90",
         f"{_K}.sm90.step12_swap_ab",
         "The memory roofline: swap A and B for decode-sized GEMMs",
-        "with few tokens (M <= 128) the kernel computes C^T = W x^T: W's rows fill wgmma's 64-row M, "
-        "the tokens sit in its N (16 to 128), C is written transposed, and W streams from enough SMs "
-        "(K split only where the tiles alone leave most idle); larger M runs step 11's choice",
+        "with few tokens (M <= 256) the kernel computes C^T = W x^T: W's rows fill wgmma's 64-row M, "
+        "the tokens sit in its N (16 to 128), C is written transposed, W streams from enough SMs "
+        "(K split only where the tiles alone leave most idle), above 32 tokens two token tiles share "
+        "each W tile by multicast, and the next layer launches early; larger M runs step 11's choice",
         _ANY_MN,
         _HOPPER_TMA_STORE,
-        # clusters of one CTA: no multicast; C^T written through transposed stmatrix
+        # C^T written through transposed stmatrix; multicast only where token tiles pair (not at the default)
         ptx_markers=("wgmma.mma_async", "setmaxnreg.inc", "stmatrix.sync.aligned.m8n8.x4.trans", "ld.acquire.gpu",
                      "st.release.gpu"),
         knobs=(("tile_m", (64, 128)), ("tile_n", (16, 32, 64)), ("stream_k", (False, True))),

@@ -2,7 +2,7 @@
 
 Parent: step 11. Key differences (chapter 12):
 
-* *Swap A and B.* A linear layer with few tokens, y = x W^T with x (M, K), M <= 128, and W (N, K)
+* *Swap A and B.* A linear layer with few tokens, y = x W^T with x (M, K), M <= 256, and W (N, K)
   of thousands by thousands, is bound by streaming W once: about M FLOP per byte, under both
   Hopper ridges (~270 FLOP per byte on an H100, ~180 on an H200). wgmma's M is 64 rows per
   warpgroup and its N is 8 to 256 in steps of 8, so step 11's 128-row tile holds M <= 128 real
@@ -49,7 +49,8 @@ as step 11.
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
-H100: 0.96-1.01 of cuBLAS per M bucket from 1 to 128, 1.3-1.65x step 11 (NOTES.md, "Step 12 measured").
+H100: 1.00-1.03 of cuBLAS per M bucket from 1 to 128 and 0.96-0.97 at 256, 1.1-1.7x step 11; inside
+CUDA graphs a 32 MB layer streams at 83-85% of the copy bandwidth (NOTES.md, "Step 12 measured").
 
 Accepts: any M (M = 1 included); N and K multiples of 8.
 """
