@@ -15,6 +15,7 @@
 #          (OUT/tune_pairs_64/tune.json, OUT/tune_pairs_256/tune.json)
 #   tune_few_w  at 256 tokens over 16-48 tiles of W: the pair split along K, four 64-token tiles in pairs
 #          (OUT/tune_few_w/tune.json)
+#   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
 #   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
@@ -123,6 +124,30 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_fe
   --shapes 256x2048x8192 256x2048x4096 256x1024x8192 256x3072x4096 \
   2>&1 | tee "$out/tune_few_w.log" | tail -30 || status=1
 ;;
+chapter)
+# chapter 12 top to bottom on this GPU (its live cells included), with nbclient (the notebook tools'
+# bundle); the executed notebook and every cell's text output go to OUT. Needs notebooks/12_memory_roofline.ipynb
+# (`make notebooks`; git-ignored, so a device call carries it)
+python3 - "$out" <<'EOF2' 2>&1 | tee "$out/chapter12_gpu.log" | tail -25 || status=1
+import sys, time, nbformat, nbclient
+out = sys.argv[1]
+nb = nbformat.read("notebooks/12_memory_roofline.ipynb", as_version=4)
+start = time.time()
+try:
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
+    failed = None
+except nbclient.exceptions.CellExecutionError as e:
+    failed = e
+nbformat.write(nb, f"{out}/12_memory_roofline.gpu.ipynb")
+for i, cell in enumerate(nb.cells):
+    for o in cell.get("outputs", []):
+        text = o.get("text") or o.get("data", {}).get("text/plain", "")
+        if text:
+            print(f"--- cell {i}\n{text.rstrip()}")
+print(f"chapter 12: {'FAILED: ' + str(failed)[-800:] if failed else 'every cell ran'} ({time.time() - start:.0f} s)")
+sys.exit(1 if failed else 0)
+EOF2
+;;
 bench|reversed|sweep)
 ms="1 8 16 32 64 128 256"
 nks="4096x4096 14336x4096 4096x14336 6144x4096 2048x8192"
@@ -142,8 +167,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|bench|reversed|graphs|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, bench, reversed, graphs, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|chapter|bench|reversed|graphs|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, chapter, bench, reversed, graphs, sweep)"; status=2 ;;
 esac
 done
 exit $status
