@@ -279,6 +279,31 @@ def test_every_element_lands_at_its_place_in_the_m_major_buffer(monkeypatch, til
         assert len(wrong) > len(paths) // 2  # the check is not vacuous
 
 
+@pytest.mark.fast
+def test_programmatic_dependent_launch_is_an_option_off_by_default():
+    """pdl (as on Hopper's step 12): off by default on Blackwell, where no B200 has run it; on, the
+    launch asks for programmatic stream serialization. Above 256 tokens step 11's kernel, pdl off."""
+    mod = _module()
+    off = chosen((16, 4096, 4096))
+    assert not off.pdl and not mod.Config().pdl
+    on = dataclasses.replace(off, pdl=True)
+    assert "use_pdl" not in mod.Gemm(off).launch_options()
+    assert mod.Gemm(on).launch_options() == {**mod.Gemm(off).launch_options(), "use_pdl": True}
+    assert not mod.config_for(GemmProblem(300, 4096, 4096), on).pdl
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("m", [16, 128])
+def test_programmatic_dependent_launch_waits_before_the_first_load(m):
+    """pdl on: every CTA lets the next kernel launch (once, at the start), and the TMA warp's wait for
+    the kernel before precedes every TMA load. Off (the default): no griddepcontrol at all."""
+    off = chosen((m, 4096, 4096))
+    ptx = arch.compile_step(STEP, dataclasses.replace(off, pdl=True), target="sm_100a").ptx
+    assert ptx.count("griddepcontrol.wait") == 1 and ptx.count("griddepcontrol.launch_dependents") == 1
+    assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait") < ptx.index("cp.async.bulk.tensor")
+    assert "griddepcontrol" not in arch.compile_step(STEP, off, target="sm_100a").ptx
+
+
 def _without_names(ptx: str) -> str:
     for name in set(re.findall(r"\.entry\s+(\w+)", ptx)):
         ptx = ptx.replace(name, "KERNEL")

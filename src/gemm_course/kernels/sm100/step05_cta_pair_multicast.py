@@ -171,7 +171,11 @@ class Gemm(parent.Gemm):
             tiled_mma, tma_atom_a, tma_a, tma_atom_b, tma_b, tma_atom_c, tma_c, a_smem_layout, b_smem_layout, epi_smem_layout,
             *extra,
         ).launch(grid=self.grid(mA, mC), block=[self.threads, 1, 1], cluster=self.cluster_shape_mnk, smem=self.smem_bytes,
-                 stream=stream)
+                 stream=stream, **self.launch_options())
+
+    def launch_options(self) -> dict:
+        """More keyword arguments for the launch: none here (step 12 can add programmatic dependent launch)."""
+        return {}
 
     # ---- device side: the pair, its pipelines and its tensor memory -----------------------------
 

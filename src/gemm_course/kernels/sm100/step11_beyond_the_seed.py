@@ -411,6 +411,14 @@ class Gemm(parent.Gemm):
         acc_state.advance()
         return acc_state
 
+    # ---- device side: the kernels launched before and after this one ---------------------------
+
+    def kernel_started(self):
+        """Every thread, at the kernel's start: nothing here (step 12 can let the next kernel launch)."""
+
+    def before_first_load(self):
+        """The TMA warp, before its first load: nothing here (step 12 can wait for the kernel before)."""
+
     # ---- the kernel ---------------------------------------------------------------------------
 
     @cute.kernel
@@ -440,6 +448,7 @@ class Gemm(parent.Gemm):
             cpasync.prefetch_descriptor(tma_atom_a)
             cpasync.prefetch_descriptor(tma_atom_b)
             cpasync.prefetch_descriptor(tma_atom_c)
+        self.kernel_started()
 
         storage, sA, sB, sC = self.allocate_shared_storage(a_smem_layout, b_smem_layout, epi_smem_layout)
         mainloop_pipeline = self.make_mainloop_pipeline(storage, tiled_mma)
@@ -456,6 +465,7 @@ class Gemm(parent.Gemm):
                 self.schedule(clc_pipeline, storage)
 
         if warp_idx == TMA_WARP:
+            self.before_first_load()
             load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
             clc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.clc_stages)
             u, valid = own_unit, cutlass.Boolean(True)
