@@ -15,6 +15,8 @@
 #          (OUT/tune_pairs_64/tune.json, OUT/tune_pairs_256/tune.json)
 #   tune_few_w  at 256 tokens over 16-48 tiles of W: the pair split along K, four 64-token tiles in pairs
 #          (OUT/tune_few_w/tune.json)
+#   tune_prefetch  W's first K tiles into L2 before pdl's wait, 4 to 64 of them, against none and against no pdl
+#          (OUT/tune_prefetch/tune.json)
 #   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
@@ -124,6 +126,14 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_fe
   --shapes 256x2048x8192 256x2048x4096 256x1024x8192 256x3072x4096 \
   2>&1 | tee "$out/tune_few_w.log" | tail -30 || status=1
 ;;
+tune_prefetch)
+# with pdl, W's first K tiles put in L2 before the wait (prefetch_w): its gain is in the back-to-back
+# column ("seed"), where each launch may start while the one before drains; per launch it should tie
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_prefetch" \
+  sm90/12 "sm90/12:prefetch_w=4" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=16" "sm90/12:prefetch_w=64" "sm90/12:pdl=false" \
+  --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x2048x8192 16x14336x4096 256x2048x8192 \
+  2>&1 | tee "$out/tune_prefetch.log" | tail -50 || status=1
+;;
 chapter)
 # chapter 12 top to bottom on this GPU (its live cells included), with nbclient (the notebook tools'
 # bundle); the executed notebook and every cell's text output go to OUT. Needs notebooks/12_memory_roofline.ipynb
@@ -167,8 +177,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|chapter|bench|reversed|graphs|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, chapter, bench, reversed, graphs, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|chapter|bench|reversed|graphs|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, chapter, bench, reversed, graphs, sweep)"; status=2 ;;
 esac
 done
 exit $status

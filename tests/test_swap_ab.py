@@ -311,17 +311,35 @@ def test_split_decode_tiles_are_correct_launch_after_launch(gather):
         assert int(launch.workspace[1].abs().sum()) == 0
 
 
+@pytest.mark.compile
+def test_w_prefetched_into_l2_before_the_wait_is_an_option():
+    """prefetch_w: with pdl, the producer requests its first K tiles of W into L2 (a TMA prefetch of
+    operand A, W once swapped) before it waits for the kernel before, and loads after; off by default,
+    and refused without pdl."""
+    config = STEP.config_for(GemmProblem(16, 4096, 4096))
+    assert config.prefetch_w == 0
+    assert not STEP.check_config(dataclasses.replace(config, pdl=False, prefetch_w=8))[0]
+    on = dataclasses.replace(config, prefetch_w=8)
+    assert STEP.check_config(on) == (True, "")
+    ptx = arch.compile_step(STEP, on, target="sm_90a").ptx
+    prefetch = ptx.index("cp.async.bulk.prefetch.tensor.2d.L2.global")
+    assert prefetch < ptx.index("griddepcontrol.wait") < ptx.index("cp.async.bulk.tensor.2d.shared")
+    assert "cp.async.bulk.prefetch.tensor" not in arch.compile_step(STEP, config, target="sm_90a").ptx
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(arch.machine().target != "sm_90a", reason="sm90/12 runs on Hopper")
+@pytest.mark.parametrize("prefetch_w", [0, 8], ids=["loads", "w_prefetched"])
 @pytest.mark.parametrize("d", [4096, 2048], ids=["whole_k", "split_k"])
-def test_layers_launched_with_pdl_read_each_output_after_it_is_written(d):
+def test_layers_launched_with_pdl_read_each_output_after_it_is_written(d, prefetch_w):
     """pdl on: four layers back to back on one stream and one workspace, each reading the output of
-    the one before (all NaN-poisoned first): each against float32 of the input it read."""
+    the one before (all NaN-poisoned first): each against float32 of the input it read; with and
+    without W's first K tiles prefetched into L2 before the wait."""
     from gemm_course.runtime.problem import reference, relative_error
 
     torch.manual_seed(d)
     m = 16
-    config = dataclasses.replace(STEP.config_for(GemmProblem(m, d, d)), pdl=True)
+    config = dataclasses.replace(STEP.config_for(GemmProblem(m, d, d)), pdl=True, prefetch_w=prefetch_w)
     assert config.stream_k == (d == 2048)
     x = torch.randn(m, d, device="cuda").to(torch.bfloat16)
     weights = [(torch.randn(d, d, device="cuda") / d ** 0.5).to(torch.bfloat16) for _ in range(4)]

@@ -97,6 +97,7 @@ class Config(parent.Config):
     max_parts: int = 4  # clusters per tile when the tiles are fewer than the clusters (schedule.MAX_PARTS)
     lockstep: bool = False  # the classic layout at every K: lockstep's shared panels buy nothing here (below)
     pdl: bool = True  # programmatic dependent launch (``Gemm.before_first_load``): the next layer starts early
+    prefetch_w: int = 0  # with pdl, K tiles of W put in L2 before the wait (not yet measured, so none)
 
 
 def check_config(config: Config):
@@ -113,6 +114,8 @@ def check_config(config: Config):
         return ok, why
     if config.stages < 1:
         return False, "stages must be at least 1"
+    if config.prefetch_w < 0 or (config.prefetch_w and not config.pdl):
+        return False, "prefetch_w (K tiles of W put in L2 before waiting for the kernel before) needs pdl, and >= 0"
     if not 1 <= config.max_parts <= 32:
         return False, "max_parts must be from 1 to 32"
     if smem_estimate(config) > SMEM_CAPACITY:
@@ -239,11 +242,18 @@ class Gemm(parent.Gemm):
         if cutlass.const_expr(self.config.pdl):
             cute.arch.griddepcontrol_launch_dependents()
 
-    def before_first_load(self):
+    @cute.jit
+    def before_first_load(self, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
         """With ``pdl``, the producer waits for the kernel before to finish, and its writes to be visible,
         before it loads x or W. Every other global access of the kernel (partial sums, flags, C) comes
-        after a stage that load filled, so it waits too; the kept scratch is shared with that kernel."""
+        after a stage that load filled, so it waits too; the kept scratch is shared with that kernel.
+        W is a weight no kernel writes: with ``prefetch_w``, its first K tiles of this CTA's first unit
+        (A, once swapped) are requested into L2 before the wait, while the kernel before drains."""
         if cutlass.const_expr(self.config.pdl):
+            if cutlass.const_expr(self.config.prefetch_w > 0 and self.config.swap_ab):
+                _, tAgA, _, _, _, _ = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
+                for k_tile in cutlass.range(k_begin, cutlass.min(k_end, k_begin + self.config.prefetch_w), unroll=1):
+                    cute.prefetch(tma_atom_a, tAgA[(None, k_tile)])
             cute.arch.griddepcontrol_wait()
 
     @cute.jit
