@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import cutlass
+import cutlass.cute as cute
+
 
 def check_tile_divides(problem, tile_m: int, tile_n: int, step_with_any_mn: int):
     """Steps whose epilogue stores fragments straight to global memory need whole tiles (step 2)."""
@@ -14,3 +17,27 @@ def check_tile_divides(problem, tile_m: int, tile_n: int, step_with_any_mn: int)
             f"or use step {step_with_any_mn}+, whose TMA store clips partial tiles."
         )
     return True, ""
+
+
+class DependentLaunch:
+    """Programmatic dependent launch for a ``Gemm`` whose config has ``pdl`` (chapter 12, both
+    architectures' step 12; the parent step calls ``kernel_started`` and ``before_first_load``). A
+    decode GEMM lasts microseconds, so the next kernel's launch and set-up are a real share of a
+    layer: with ``pdl`` the launch lets this kernel start while the one before it runs, every CTA lets
+    the next kernel launch at once, and the loads wait (``wait_for_kernel_before``)."""
+
+    def launch_options(self) -> dict:
+        """With ``pdl``, launched so that it may start while the kernel before it on the stream runs."""
+        options = super().launch_options()
+        return {**options, "use_pdl": True} if self.config.pdl else options
+
+    def kernel_started(self):
+        """With ``pdl``, every CTA lets the next kernel launch at once: a decode grid leaves SMs idle, where
+        that kernel's launch and set-up can overlap this one's loads."""
+        if cutlass.const_expr(self.config.pdl):
+            cute.arch.griddepcontrol_launch_dependents()
+
+    def wait_for_kernel_before(self):
+        """With ``pdl``, wait until the kernel before has finished and its writes are visible."""
+        if cutlass.const_expr(self.config.pdl):
+            cute.arch.griddepcontrol_wait()

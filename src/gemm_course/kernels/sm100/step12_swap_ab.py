@@ -51,6 +51,7 @@ import cutlass.cute as cute
 
 from ... import hardware
 from ...rules import decode_rule
+from ..common import DependentLaunch
 from . import step11_beyond_the_seed as parent
 from .step04_tma_store import can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
 from .step07_tmem_double_buffer import check_accumulators
@@ -140,7 +141,7 @@ def transposed(t: cute.Tensor) -> cute.Tensor:
     return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
 
 
-class Gemm(parent.Gemm):
+class Gemm(DependentLaunch, parent.Gemm):
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream, mPartials: cute.Tensor,
                  mCounters: cute.Tensor, mFlags: cute.Tensor):
@@ -148,23 +149,11 @@ class Gemm(parent.Gemm):
             mA, mB, mC = mB, mA, transposed(mC)  # C^T = W x^T: W fills tcgen05's M, the tokens its N
         self.launch_kernel(mA, mB, mC, stream, mPartials, mCounters, mFlags, self.tail_constants(mA, mC))
 
-    # ---- the kernels before and after: programmatic dependent launch (``pdl``) -----------------
-
-    def launch_options(self) -> dict:
-        """With ``pdl``, launched so that it may start while the kernel before it on the stream runs."""
-        options = super().launch_options()
-        return {**options, "use_pdl": True} if self.config.pdl else options
-
-    def kernel_started(self):
-        """With ``pdl``, every CTA lets the next kernel launch at once: a decode grid leaves SMs idle, where
-        that kernel's launch and set-up can overlap this one's loads."""
-        if cutlass.const_expr(self.config.pdl):
-            cute.arch.griddepcontrol_launch_dependents()
+    # ---- the kernels before and after: programmatic dependent launch (``pdl``, ``DependentLaunch``)
 
     def before_first_load(self):
         """With ``pdl``, the TMA warp waits for the kernel before to finish, and its writes to be visible,
         before it loads x or W. Every other global access of the kernel (the tail's counters, flags and
         partial sums, C) comes after an accumulator that those loads filled, so it waits too; the
         workspace is shared with that kernel."""
-        if cutlass.const_expr(self.config.pdl):
-            cute.arch.griddepcontrol_wait()
+        self.wait_for_kernel_before()

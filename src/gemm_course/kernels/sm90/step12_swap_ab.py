@@ -62,6 +62,7 @@ import cutlass.cute as cute
 
 from ... import hardware
 from ...rules import schedule
+from ..common import DependentLaunch
 from . import step11_beyond_the_seed as parent
 from .step04_tma_store import EPI_BARRIER_ID, can_implement, check_epilogue  # noqa: F401  (same shapes as step 4)
 from .step05_cluster_multicast import SMEM_CAPACITY, WARPGROUP, smem_estimate
@@ -213,7 +214,7 @@ def transposed(t: cute.Tensor) -> cute.Tensor:
     return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
 
 
-class Gemm(parent.Gemm):
+class Gemm(DependentLaunch, parent.Gemm):
     def __init__(self, config: Config):
         super().__init__(config)
         self.max_parts = config.max_parts
@@ -229,18 +230,7 @@ class Gemm(parent.Gemm):
             mA, mB, mC = mB, mA, transposed(mC)  # C^T = W x^T: W fills wgmma's M, the tokens its N
         self.launch_kernel(mA, mB, mC, stream, mPartials, mFlags, mPlaces, self.schedule_constants(mA, mC))
 
-    # ---- the kernels before and after: programmatic dependent launch (``pdl``) -----------------
-
-    def launch_options(self) -> dict:
-        """With ``pdl``, launched so that it may start while the kernel before it on the stream runs."""
-        options = super().launch_options()
-        return {**options, "use_pdl": True} if self.config.pdl else options
-
-    def kernel_started(self):
-        """With ``pdl``, every CTA lets the next kernel launch at once: a decode grid leaves SMs idle, where
-        that kernel's launch and set-up can overlap this one's loads."""
-        if cutlass.const_expr(self.config.pdl):
-            cute.arch.griddepcontrol_launch_dependents()
+    # ---- the kernels before and after: programmatic dependent launch (``pdl``, ``DependentLaunch``)
 
     @cute.jit
     def before_first_load(self, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
@@ -249,12 +239,11 @@ class Gemm(parent.Gemm):
         after a stage that load filled, so it waits too; the kept scratch is shared with that kernel.
         W is a weight no kernel writes: with ``prefetch_w``, its first K tiles of this CTA's first unit
         (A, once swapped) are requested into L2 before the wait, while the kernel before drains."""
-        if cutlass.const_expr(self.config.pdl):
-            if cutlass.const_expr(self.config.prefetch_w > 0 and self.config.swap_ab):
-                _, tAgA, _, _, _, _ = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
-                for k_tile in cutlass.range(k_begin, cutlass.min(k_end, k_begin + self.config.prefetch_w), unroll=1):
-                    cute.prefetch(tma_atom_a, tAgA[(None, k_tile)])
-            cute.arch.griddepcontrol_wait()
+        if cutlass.const_expr(self.config.prefetch_w > 0 and self.config.swap_ab):  # (check_config: only with pdl)
+            _, tAgA, _, _, _, _ = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
+            for k_tile in cutlass.range(k_begin, cutlass.min(k_end, k_begin + self.config.prefetch_w), unroll=1):
+                cute.prefetch(tma_atom_a, tAgA[(None, k_tile)])
+        self.wait_for_kernel_before()
 
     @cute.jit
     def add_partials(self, accumulators, mPartials: cute.Tensor, mFlags: cute.Tensor, first_piece, last_piece):
