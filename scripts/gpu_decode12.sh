@@ -17,6 +17,7 @@
 #          (OUT/tune_few_w/tune.json)
 #   tune_prefetch  W's first K tiles into L2 before pdl's wait, 4 to 64 of them, against none and against no pdl
 #          (OUT/tune_prefetch/tune.json)
+#   tune_more  pairs of 16-token tiles at M = 32, 128-row pairs at M = 64 (OUT/tune_more/tune.json)
 #   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
@@ -24,8 +25,9 @@
 #   graphs the same inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the
 #          kernels cuBLAS runs there (scripts/cublas_kernels.py)
 #   sweep  bench, then graphs
-# The records first (a device call runs at most 10 minutes, and a second start may fail):
-#   scripts/gpu_decode12.sh OUT check bench     (then)     scripts/gpu_decode12.sh OUT graphs tune reversed
+# Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
+# 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
+#   scripts/gpu_decode12.sh OUT check tune_prefetch tune_more   (then)   scripts/gpu_decode12.sh OUT bench graphs reversed chapter
 # Then, wherever OUT is: `python -m gemm_course.measure.b200 copy OUT` puts its record files under
 # results/<gpu>/ (a file with a wrong output is not copied); OUT/tune.json is the A/B's raw rows.
 set -uo pipefail
@@ -134,6 +136,15 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_pr
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x2048x8192 16x14336x4096 256x2048x8192 \
   2>&1 | tee "$out/tune_prefetch.log" | tail -50 || status=1
 ;;
+tune_more)
+# what the rule leaves out, at 32 and 64 tokens: two 16-token tiles in a pair at M = 32 (64-row W tiles,
+# where 64-row pairs fit), and 128-row pairs at M = 64 (6144 and 14336 rows, where 64-row pairs do not)
+pair="swap_ab=true,epi_stages=1,cluster_m=1,cluster_n=2,gpc_order=false,lockstep=false,gather_parts=true,stream_k=false"
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_more" \
+  sm90/11 sm90/12 "sm90/12:$pair,tile_m=64,tile_n=16,epi_n=16,stages=16" "sm90/12:$pair,tile_m=128,tile_n=32,epi_n=32,stages=10" \
+  --shapes 32x4096x4096 32x2048x8192 32x4096x14336 64x6144x4096 64x14336x4096 32x6144x4096 \
+  2>&1 | tee "$out/tune_more.log" | tail -30 || status=1
+;;
 chapter)
 # chapter 12 top to bottom on this GPU (its live cells included), with nbclient (the notebook tools'
 # bundle); the executed notebook and every cell's text output go to OUT. Needs notebooks/12_memory_roofline.ipynb
@@ -177,8 +188,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|chapter|bench|reversed|graphs|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, chapter, bench, reversed, graphs, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|chapter|bench|reversed|graphs|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, chapter, bench, reversed, graphs, sweep)"; status=2 ;;
 esac
 done
 exit $status
