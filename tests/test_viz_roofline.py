@@ -137,7 +137,26 @@ def test_graph_figure_from_records():
     assert "90% of copy" in _texts(fig) and "200 launches per graph" in fig.caption
 
 
+def test_pdl_figure_compares_runs_with_and_without_it():
+    """A dot per run and M for sm90/12 (with pdl where the record's config says so) and cuBLAS, at the
+    smallest weight only; the caption says where a run without pdl had the same tile."""
+    before = graph_records()
+    after = [dict(r, _file="results/x/20261207T030000Z_decode_graph.json", date="2026-12-07T03:00:00",
+                  config={"tile_m": 64, "pdl": True}) for r in graph_records()]
+    for r in before:
+        r["config"] = {"tile_m": 64} if r["shape"]["m"] == 1 else {"tile_m": 128}
+    for r in after:
+        r["bandwidth"] = dict(r["bandwidth"], fraction_of_copy=0.85)
+    fig = mr.graph_pdl(before + after)
+    dots = {line.get_label(): len(line.get_xdata()) for line in fig.axes[0].lines if not line.get_label().startswith("_")}
+    assert dots["sm90/12 with pdl"] == dots["sm90/12 without pdl"] == 2  # M = 1 and 16 at 4096 x 4096, not 14336
+    assert dots["cuBLAS"] == 4
+    assert "At M = 1 a run without pdl had the same tile" in fig.caption and "at M = 16 the tile differs" in fig.caption
+    assert "No record yet" in _texts(mr.graph_pdl([]))
+
+
 CASES = {
+    "graph_pdl": lambda tmp_path: mr.graph_pdl(graph_records()),
     "rooflines": lambda tmp_path: mr.rooflines(mr.problems(MS, 4096, 4096)),
     "decode_bandwidth": lambda tmp_path: mr.decode_bandwidth(decode12_records()),
     "decode_bandwidth_empty": lambda tmp_path: mr.decode_bandwidth([]),

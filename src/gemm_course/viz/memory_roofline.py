@@ -18,6 +18,7 @@ roofline's figure, and a submodule of that name would replace it on the package 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from typing import Iterable, Optional, Sequence
 
@@ -258,6 +259,66 @@ def graph_times(records: Sequence[dict], title: str = "Inside a CUDA graph: micr
                             f"launches per graph over {p.get('sets')} operand sets, {p.get('replays')} replays, "
                             f"median of {p.get('rounds')} rounds; copy bandwidth measured in the same run.",
                        alt="Horizontal bar chart of microseconds per GEMM inside a CUDA graph")
+
+
+def graph_pdl(records: Sequence[dict], title: str = "Inside a CUDA graph, the smallest layer: launched early or not") -> Figure:
+    """Every CUDA-graph run (kind ``decode_graph``) on the newest run's GPU, at its smallest weight (the
+    fewest bytes of W, where a launch's ramp-up and drain weigh most): per M, the share of the run's
+    copy bandwidth that ``sm90/12`` reached in each run, with programmatic dependent launch (the
+    config's ``pdl``) and without (runs before the option), and cuBLAS's in the same runs."""
+    found = [r for r in records if r.get("kind") == GRAPH_KIND and r.get("bandwidth", {}).get("fraction_of_copy")]
+    newest = _newest_file(found)
+    if not newest:
+        return message_figure("No record yet: scripts/gpu_decode_graph.py on a Hopper GPU writes them (kind decode_graph).",
+                              "Launched early or not, inside CUDA graphs: not measured yet.")
+    gpu = newest[0].get("gpu")
+    runs = [r for r in found if r.get("gpu") == gpu]
+    n, k = min({shape_of(r)[1:] for r in runs}, key=lambda nk: (nk[0] * nk[1], nk))
+    runs = [r for r in runs if shape_of(r)[1:] == (n, k)]
+    ms = sorted({shape_of(r)[0] for r in runs})
+    series = {"sm90/12 with pdl": {}, "sm90/12 without pdl": {}, "cuBLAS": {}}
+    for r in runs:
+        m = shape_of(r)[0]
+        if r["step"] == "sm90/12":
+            with_pdl = (r.get("config") or {}).get("pdl", False)
+            series["sm90/12 with pdl" if with_pdl else "sm90/12 without pdl"].setdefault(m, []).append(
+                r["bandwidth"]["fraction_of_copy"])
+            series["cuBLAS"].setdefault(m, []).append(r["bandwidth"]["cublas_fraction_of_copy"])
+    colors = {"sm90/12 with pdl": STEP_COLORS["sm90/12"], "sm90/12 without pdl": CTA_COLORS[4],
+              "cuBLAS": STEP_COLORS["cuBLAS"]}
+    fig = new_figure(PAGE_WIDTH, 4.2)
+    ax = fig.add_subplot()
+    pos = {m: i for i, m in enumerate(ms)}
+    for j, (name, values) in enumerate(series.items()):
+        if not values:
+            continue
+        offset = (j - 1) * 0.22
+        xs = [pos[m] + offset for m in ms if m in values for _ in values[m]]
+        ys = [100 * v for m in ms if m in values for v in values[m]]
+        ax.plot(xs, ys, "o", color=colors[name], alpha=0.8, markersize=6, label=name)
+    ax.axhline(100, color="grey", linestyle="--", linewidth=1.3, label="copy bandwidth measured in each run")
+    ax.set_xticks(range(len(ms)), [str(m) for m in ms], fontsize=TEXT_PT)
+    ax.set_xlabel(f"M (tokens), W {n} x {k}")
+    ax.set_ylabel("% of the copy bandwidth")
+    ax.set_ylim(0, 108)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2, frameon=False)
+    files = sorted({os.path.basename(r.get("_file", "")) for r in runs})
+    # where a run without pdl had the very tile of a run with it (configs equal but for pdl)
+    def tiles(m, with_pdl):
+        return {tuple(sorted((f, v) for f, v in (r.get("config") or {}).items() if f != "pdl")) for r in runs
+                if r["step"] == "sm90/12" and shape_of(r)[0] == m and (r.get("config") or {}).get("pdl", False) == with_pdl}
+    same = [str(m) for m in ms if tiles(m, True) & tiles(m, False)]
+    other = [str(m) for m in ms if tiles(m, True) and tiles(m, False) and not tiles(m, True) & tiles(m, False)]
+    differ = (f" At M = {', '.join(same)} a run without pdl had the same tile as the runs with it" if same else "") + (
+        f"{'; at' if same else ' At'} M = {', '.join(other)} the tile differs too (the rule changed between runs)" if other
+        else "") + ("." if same or other else "")
+    return set_caption(fig, f"A dot per graph run and M at the {n} x {k} weight: the bandwidth sm90/12 achieved (the fewest "
+                            "bytes over its time per GEMM inside a replayed CUDA graph) as a share of the copy bandwidth "
+                            "measured in that run, with programmatic dependent launch (pdl in the record's config) and "
+                            f"without it, and cuBLAS's in the same runs; on {gpu}, runs {', '.join(files)}.{differ}",
+                       alt="Dot plot of the share of copy bandwidth per M, with and without pdl")
 
 
 def decode_table(records: Sequence[dict]) -> str:
