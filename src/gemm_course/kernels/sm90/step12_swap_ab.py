@@ -22,8 +22,9 @@ Parent: step 11. Key differences (chapter 12):
   costs more than the idle SMs. x is a few KiB per K tile, nothing worth multicasting.
 * *Token tiles in pairs.* A wide token tile's MMAs grow with the tokens (at 128, about as long as
   its bytes of W). Above 32 tokens, where W's tiles fill about half to all of the SMs' pairs
-  (``pair_tile_m``), the tokens go in two tiles of a 1 x 2 cluster: each W tile is loaded once and multicast to both CTAs, and each
-  CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128 tokens). So up to 256 tokens.
+  (``pair_tile_m``), the tokens go in two tiles of a 1 x 2 cluster: each W tile is loaded once and
+  multicast to both CTAs, and each CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128
+  tokens). So up to 256 tokens.
 * *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
