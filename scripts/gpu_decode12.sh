@@ -18,12 +18,17 @@
 #   tune_prefetch  W's first K tiles into L2 before pdl's wait, 4 to 64 of them, against none and against no pdl
 #          (OUT/tune_prefetch/tune.json)
 #   tune_more  pairs of 16-token tiles at M = 32, 128-row pairs at M = 64 (OUT/tune_more/tune.json)
+#   tune_256b  at M = 256: the pairs split by the stream-K tail, step 11's kernel with 112- or 96-wide W tiles
+#          multicast to both token tiles, cuBLAS's swapped 64 x 64 tile with either or both operands multicast
+#          (OUT/tune_256b/tune.json)
 #   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
 #   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
 #   graphs the same inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the
 #          kernels cuBLAS runs there (scripts/cublas_kernels.py)
+#   graphs_prefetch  inside CUDA graphs at the 32 MB layer: W's first 8 or 32 K tiles into L2 before pdl's
+#          wait, against none and against no pdl (records of kind decode_graph_ab, OUT/graphs_prefetch/)
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
@@ -145,6 +150,20 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_mo
   --shapes 32x4096x4096 32x2048x8192 32x4096x14336 64x6144x4096 64x14336x4096 32x6144x4096 \
   2>&1 | tee "$out/tune_more.log" | tail -30 || status=1
 ;;
+tune_256b)
+# 256 tokens where W's tiles fill the pairs unevenly (6144 and 14336 rows) or few (2048 x 8192): the rule's
+# pairs split along K by the stream-K tail; step 11's kernel (tokens in M) with W's rows in 112- or 96-wide
+# tiles, each W tile multicast to both 128-token tiles (cuBLAS's 112 x 128, 2 x 1 at 14336 rows); cuBLAS's
+# swapped 64 x 64 tile at 13 stages (four token tiles) with x, W or both multicast
+s11="sm90/11:epi_stages=1,cluster_m=2,cluster_n=1,stages=7"
+sw64="sm90/12:tile_m=64,tile_n=64,epi_n=64,stages=13,stream_k=false"
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_256b" \
+  sm90/11 sm90/12 "sm90/12:stream_k=true" "sm90/12:tile_m=64,stages=9,stream_k=true" \
+  "$s11,tile_n=112,epi_n=16" "$s11,tile_n=96,epi_n=32" \
+  "$sw64,cluster_m=2,cluster_n=1" "$sw64,cluster_m=1,cluster_n=2" "$sw64,cluster_m=2,cluster_n=2" \
+  --shapes 256x14336x4096 256x6144x4096 256x2048x8192 256x4096x4096 256x4096x14336 \
+  2>&1 | tee "$out/tune_256b.log" | tail -40 || status=1
+;;
 chapter)
 # chapter 12 top to bottom on this GPU (its live cells included), with nbclient (the notebook tools'
 # bundle); the executed notebook and every cell's text output go to OUT. Needs notebooks/12_memory_roofline.ipynb
@@ -183,13 +202,19 @@ fi
 ;;&
 graphs|sweep)
 python3 scripts/cublas_kernels.py 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 \
-  16x1024x4096 2>&1 | tee "$out/cublas_kernels_decode12.txt" | tail -10  # which kernels cuBLAS ran
+  16x1024x4096 256x6144x4096 256x14336x4096 256x2048x8192 2>&1 | tee "$out/cublas_kernels_decode12.txt" | tail -10  # which kernels cuBLAS ran
 python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|chapter|bench|reversed|graphs|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, chapter, bench, reversed, graphs, sweep)"; status=2 ;;
+graphs_prefetch)
+python3 scripts/gpu_decode_graph.py --out "$out/graphs_prefetch" --kind decode_graph_ab --tag decode_graph_prefetch \
+  --steps sm90/12 "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false" \
+  --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
+  2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
+;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|chapter|bench|reversed|graphs|graphs_prefetch|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, chapter, bench, reversed, graphs, graphs_prefetch, sweep)"; status=2 ;;
 esac
 done
 exit $status

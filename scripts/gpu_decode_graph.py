@@ -10,6 +10,10 @@ reported and never timed. Stopped by SIGTERM (``timeout``), the run writes the r
 
     python3 scripts/gpu_decode_graph.py --out OUT --steps sm90/12 sm90/11 --shapes 1x4096x4096 16x4096x14336
 
+A step may name config fields to change from its choice, as ``gpu_tune.py`` takes them
+(``sm90/12:prefetch_w=8``); an A/B of such variants passes ``--kind decode_graph_ab`` so that the
+chapter's figures, which read kind ``decode_graph``, keep to the runs of the steps' own choices.
+
 Records (kind ``decode_graph``): per step and shape, both medians, the ratio, the fewest bytes over
 each time and their fractions of the copy bandwidth this run measured (``bench.copy_tb_s``).
 """
@@ -36,10 +40,27 @@ def graph_ms(calls: list, launches: int, replays: int) -> float:
     return bench.graph_back_to_back(lambda stream: bench.Rotation([fn(stream) for fn in calls]), launches, replays)
 
 
-def measure(step, problem: GemmProblem, rounds: int, launches: int, replays: int, copy: float, seed: int) -> dict:
+def step_config(spec: str, problem: GemmProblem):
+    """(step, config) for ``spec``: ``key`` (the step's choice) or ``key:field=value,...`` (those fields changed)."""
+    key, _, fields = spec.partition(":")
+    step = ladder.get(key)
+    config = step.config_for(problem)
+    if fields:
+        changes = step.parse_config(fields.split(","))  # typed and checked
+        config = dataclasses.replace(config, **{f.partition("=")[0]: getattr(changes, f.partition("=")[0])
+                                                for f in fields.split(",")})
+        ok, why = step.check_config(config)
+        if not ok:
+            raise SystemExit(f"{spec} on {problem.label}: {why}")
+    return step, config
+
+
+def measure(spec: str, problem: GemmProblem, rounds: int, launches: int, replays: int, copy: float, seed: int,
+            kind: str = "decode_graph") -> dict:
+    step, config = step_config(spec, problem)
     sets = bench.rotation_sets(problem.min_bytes, torch.cuda.get_device_properties(0).L2_cache_size)
     operands = [make_inputs(problem, "cuda", seed + i) for i in range(sets)]
-    first = run.prepare(step, *operands[0])
+    first = run.prepare(step, *operands[0], config)
     workspace = run.allocate_workspace(step, first.config, "cuda")
     launchers = [run.prepare(step, x, w, y, first.config, workspace=workspace) for x, w, y in operands]
     x, w, y = operands[0]
@@ -48,7 +69,7 @@ def measure(step, problem: GemmProblem, rounds: int, launches: int, replays: int
     torch.cuda.synchronize()
     err = relative_error(y, reference(x, w))
     if not err < run.TOLERANCE:  # a wrong kernel is never timed
-        raise bench.WrongOutput(f"{step.key} {problem.label}: relative error {err:.3g} against float32")
+        raise bench.WrongOutput(f"{spec} {problem.label}: relative error {err:.3g} against float32")
     outs = [torch.empty_like(y) for _ in operands]
 
     def ours(launch):
@@ -65,7 +86,7 @@ def measure(step, problem: GemmProblem, rounds: int, launches: int, replays: int
             times[name].append(graph_ms(providers[name], launches, replays))
     step_ms, cublas_ms = statistics.median(times["step"]), statistics.median(times["cublas"])
     rec = {
-        "kind": "decode_graph", "step": step.key, "config": dataclasses.asdict(first.config),
+        "kind": kind, "step": step.key, "variant": spec, "config": dataclasses.asdict(first.config),
         "shape": {"m": problem.m, "n": problem.n, "k": problem.k}, "rel_error": err,
         "step_ms": step_ms, "cublas_ms": cublas_ms, "ratio": cublas_ms / step_ms,
         "step_ms_rounds": times["step"], "cublas_ms_rounds": times["cublas"],
@@ -89,6 +110,7 @@ def main(argv=None) -> int:
     p.add_argument("--launches", type=int, default=200)
     p.add_argument("--replays", type=int, default=5)
     p.add_argument("--tag", default="decode_graph")
+    p.add_argument("--kind", default="decode_graph", help="the records' kind (decode_graph_ab for an A/B of variants)")
     args = p.parse_args(argv)
     copy = bench.copy_tb_s()
     print(f"copy bandwidth {copy:.2f} TB/s on {torch.cuda.get_device_name(0)}", flush=True)
@@ -98,15 +120,15 @@ def main(argv=None) -> int:
             problem = GemmProblem.parse(text)
             for key in args.steps:
                 try:
-                    rec = measure(ladder.get(key), problem, args.rounds, args.launches, args.replays, copy,
-                                  seed=(len(out) + len(wrong)) * 100)
+                    rec = measure(key, problem, args.rounds, args.launches, args.replays, copy,
+                                  seed=(len(out) + len(wrong)) * 100, kind=args.kind)
                 except bench.WrongOutput as e:
                     print(f"WRONG OUTPUT, not recorded: {e}", flush=True)
                     wrong.append(str(e))
                     continue
                 out.append(rec)
                 bw = rec["bandwidth"]
-                print(f"{key:9s} {problem.label:>18s} err {rec['rel_error']:.1e} step {rec['step_ms'] * 1e3:8.2f} us "
+                print(f"{key:22s} {problem.label:>18s} err {rec['rel_error']:.1e} step {rec['step_ms'] * 1e3:8.2f} us "
                       f"cuBLAS {rec['cublas_ms'] * 1e3:8.2f} us  ratio {rec['ratio']:.3f}  "
                       f"{bw['tb_s']:.2f} TB/s ({bw['fraction_of_copy']:.0%} of copy; "
                       f"cuBLAS {bw['cublas_fraction_of_copy']:.0%})", flush=True)

@@ -1,5 +1,6 @@
 """scripts/gpu_decode_graph.py on the CPU, its measurement faked: what it records and when."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -25,13 +26,13 @@ def test_a_wrong_output_is_not_recorded_and_a_stopped_run_writes_its_records(gra
 
     measured = []
 
-    def measure(step, problem, rounds, launches, replays, copy, seed):
-        measured.append((step.key, problem.m))
-        if step.key == "sm90/11" and problem.m == 1:
-            raise bench.WrongOutput(f"{step.key} {problem.label}: relative error nan against float32")
+    def measure(spec, problem, rounds, launches, replays, copy, seed, kind):
+        measured.append((spec, problem.m))
+        if spec == "sm90/11" and problem.m == 1:
+            raise bench.WrongOutput(f"{spec} {problem.label}: relative error nan against float32")
         if len(measured) == 3:
             os.kill(os.getpid(), signal.SIGTERM)
-        return {"kind": "decode_graph", "step": step.key, "gpu": "Fake GPU", "rel_error": 3e-3,
+        return {"kind": kind, "step": spec, "gpu": "Fake GPU", "rel_error": 3e-3,
                 "shape": {"m": problem.m, "n": problem.n, "k": problem.k}, "step_ms": 0.01, "cublas_ms": 0.01,
                 "ratio": 1.0, "bandwidth": {"tb_s": 3.0, "fraction_of_copy": 0.9, "cublas_fraction_of_copy": 0.9}}
 
@@ -46,3 +47,21 @@ def test_a_wrong_output_is_not_recorded_and_a_stopped_run_writes_its_records(gra
     (path,) = tmp_path.iterdir()
     kept = json.loads(path.read_text())["records"]
     assert [(r["step"], r["shape"]["m"]) for r in kept] == [("sm90/12", 1)]  # the third was cut off mid-way
+
+
+def test_a_variant_changes_only_the_fields_it_names_and_is_checked(graph_script):
+    """``key:field=value`` is the step's choice for the shape with those fields changed; a field the step
+    lacks or a config it refuses stops the run before anything is measured."""
+    from gemm_course.runtime import ladder
+    from gemm_course.runtime.problem import GemmProblem
+
+    problem = GemmProblem(16, 4096, 4096)
+    chosen = ladder.get("sm90/12").config_for(problem)
+    step, config = graph_script.step_config("sm90/12:prefetch_w=8", problem)
+    assert step.key == "sm90/12" and config.prefetch_w == 8 and chosen.prefetch_w == 0
+    assert dataclasses.replace(config, prefetch_w=0) == chosen
+    assert graph_script.step_config("sm90/12", problem)[1] == chosen
+    with pytest.raises((SystemExit, ValueError)):
+        graph_script.step_config("sm90/12:no_such_field=1", problem)
+    with pytest.raises((SystemExit, ValueError)):
+        graph_script.step_config("sm90/12:tile_m=96", problem)
