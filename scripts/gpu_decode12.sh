@@ -26,9 +26,9 @@
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
 #   reversed  bench with the shapes and the steps in the other order (records tagged decode12_reversed)
 #   graphs the same inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the
-#          kernels cuBLAS runs there (scripts/cublas_kernels.py)
+#          kernels cuBLAS runs there and where it led step 12 (scripts/cublas_kernels.py, records tagged cublas_kernels)
 #   graphs_prefetch  inside CUDA graphs at the 32 MB layer: W's first 8 or 32 K tiles into L2 before pdl's
-#          wait, against none and against no pdl (records of kind decode_graph_ab, OUT/graphs_prefetch/)
+#          wait, against none and against no pdl (records of kind decode_graph_ab, tag decode_graph_prefetch)
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
@@ -97,7 +97,7 @@ tune256)
 # in 2 x 1 clusters that multicast x (as cuBLAS) and in 1 x 2 clusters that multicast W; split along K;
 # and 128-token tiles (two at M = 256), each spelled out in full so that it applies above SWAP_MAX_M
 t64="swap_ab=true,tile_m=64,tile_n=64,epi_n=64,epi_stages=1,stages=13,cluster_m=1,cluster_n=1,gpc_order=false,lockstep=false,gather_parts=true,stream_k=false"
-python3 scripts/cublas_kernels.py 128x2048x8192 128x14336x4096 256x4096x4096 256x14336x4096 256x4096x14336 256x2048x8192 \
+python3 scripts/cublas_kernels.py --out "$out" 128x2048x8192 128x14336x4096 256x4096x4096 256x14336x4096 256x4096x14336 256x2048x8192 \
   2>&1 | tee "$out/cublas_kernels_256.txt" | tail -7
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_256" \
   sm90/11 sm90/12 "sm90/12:$t64" "sm90/12:${t64/cluster_m=1/cluster_m=2}" "sm90/12:${t64/cluster_n=1/cluster_n=2}" \
@@ -153,13 +153,16 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_mo
 tune_256b)
 # 256 tokens where W's tiles fill the pairs unevenly (6144 and 14336 rows) or few (2048 x 8192): the rule's
 # pairs split along K by the stream-K tail; step 11's kernel (tokens in M) with W's rows in 112- or 96-wide
-# tiles, each W tile multicast to both 128-token tiles (cuBLAS's 112 x 128, 2 x 1 at 14336 rows); cuBLAS's
-# swapped 64 x 64 tile at 13 stages (four token tiles) with x, W or both multicast
+# tiles, each W tile multicast to both 128-token tiles, or a token tile to two W tiles (cuBLAS ran 112 x 128
+# in clusters of two along W's rows at 14336 rows); cuBLAS's 64 x 64 tile (W rows x tokens: four token tiles)
+# at 13 stages with x, W or both multicast
 s11="sm90/11:epi_stages=1,cluster_m=2,cluster_n=1,stages=7"
 sw64="sm90/12:tile_m=64,tile_n=64,epi_n=64,stages=13,stream_k=false"
+python3 scripts/cublas_kernels.py --out "$out" 256x14336x4096 256x6144x4096 256x2048x8192 256x4096x4096 256x4096x14336 \
+  2>&1 | tee "$out/cublas_kernels_256b.txt" | tail -5
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_256b" \
   sm90/11 sm90/12 "sm90/12:stream_k=true" "sm90/12:tile_m=64,stages=9,stream_k=true" \
-  "$s11,tile_n=112,epi_n=16" "$s11,tile_n=96,epi_n=32" \
+  "$s11,tile_n=112,epi_n=16" "$s11,tile_n=96,epi_n=32" "$s11,tile_n=112,epi_n=16,cluster_m=1,cluster_n=2" \
   "$sw64,cluster_m=2,cluster_n=1" "$sw64,cluster_m=1,cluster_n=2" "$sw64,cluster_m=2,cluster_n=2" \
   --shapes 256x14336x4096 256x6144x4096 256x2048x8192 256x4096x4096 256x4096x14336 \
   2>&1 | tee "$out/tune_256b.log" | tail -40 || status=1
@@ -201,14 +204,15 @@ else
 fi
 ;;&
 graphs|sweep)
-python3 scripts/cublas_kernels.py 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 \
-  16x1024x4096 256x6144x4096 256x14336x4096 256x2048x8192 2>&1 | tee "$out/cublas_kernels_decode12.txt" | tail -10  # which kernels cuBLAS ran
+python3 scripts/cublas_kernels.py --out "$out" 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 \
+  16x1024x4096 256x6144x4096 256x14336x4096 256x2048x8192 \
+  32x4096x4096 64x6144x4096 128x2048x8192 128x6144x4096 2>&1 | tee "$out/cublas_kernels_decode12.txt" | tail -10  # which kernels cuBLAS ran
 python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
 graphs_prefetch)
-python3 scripts/gpu_decode_graph.py --out "$out/graphs_prefetch" --kind decode_graph_ab --tag decode_graph_prefetch \
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_prefetch \
   --steps sm90/12 "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1

@@ -104,7 +104,7 @@ def test_the_bench_and_graph_phases_name_shapes_the_steps_take(tmp_path):
         for shape in cli._shapes(option(graph, "--shapes")):
             takes(ladder.get(key), shape)
     (kernels,) = [argv for argv, _ in calls if argv[0] == "scripts/cublas_kernels.py"]
-    assert cli._shapes(kernels[1:])
+    assert option(kernels, "--out") and cli._shapes([a for a in kernels[1:] if a[0].isdigit()])  # records kept
 
 
 def test_the_tune_phase_names_variants_the_steps_take(tmp_path):
@@ -118,3 +118,27 @@ def test_the_tune_phase_names_variants_the_steps_take(tmp_path):
             step, changes = gpu_tune.variant(spec)
             for shape in cli._shapes(option(argv, "--shapes")):
                 takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))
+
+
+@pytest.mark.parametrize("phase", ["tune_prefetch", "tune_more", "tune_256b"])
+def test_each_prepared_ab_names_variants_the_steps_take(tmp_path, phase):
+    """Every variant of the A/B phases prepared for the next device run is a config its step accepts and
+    takes at each of the phase's shapes (gpu_tune.py would stop at the first it refuses)."""
+    gpu_tune = import_script("gpu_tune")
+    (argv,) = [argv for argv, _ in logged_commands(tmp_path, phase) if argv[0] == "scripts/gpu_tune.py"]
+    specs = [a for a in argv[1:] if a.startswith("sm")]
+    assert "sm90/12" in specs and len(specs) > 2
+    for spec in specs:
+        step, changes = gpu_tune.variant(spec)
+        for shape in cli._shapes(option(argv, "--shapes")):
+            takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))
+
+
+def test_the_graph_ab_keeps_its_records_apart_from_the_chapters(tmp_path):
+    graph_script = import_script("gpu_decode_graph")
+    (argv,) = [argv for argv, _ in logged_commands(tmp_path, "graphs_prefetch") if argv[0] == "scripts/gpu_decode_graph.py"]
+    assert option(argv, "--kind") == ["decode_graph_ab"]  # viz.memory_roofline reads kind decode_graph
+    for spec in option(argv, "--steps"):
+        for shape in cli._shapes(option(argv, "--shapes")):
+            step, config = graph_script.step_config(spec, GemmProblem(*shape))
+            takes(step, shape, config)

@@ -69,13 +69,15 @@ class Layout(NamedTuple):
 
 
 @functools.lru_cache(maxsize=None)
-def layout(key: str, m: int, n: int, k: int) -> Layout:
-    """``key``'s launch at M x N x K: its ``config_for`` (its default before step 11), ``cluster_grid`` and
-    ``launched_clusters`` with the SMs of this GPU (a full H200 without one), and the parts per tile
-    of the static schedule (``schedule.plan``)."""
+def layout(key: str, m: int, n: int, k: int, config=None) -> Layout:
+    """``key``'s launch at M x N x K: its ``config_for`` (its default before step 11) or ``config`` (a
+    frozen Config of the step, e.g. the one a record ran), ``cluster_grid`` and ``launched_clusters``
+    with the SMs of this GPU (a full H200 without one), and the parts per tile of the static schedule
+    (``schedule.plan``)."""
     step = ladder.get(key)
     problem = GemmProblem(m, n, k)
-    config = step.config_for(problem)  # step 10 has no rule per shape: its default
+    if config is None:
+        config = step.config_for(problem)  # step 10 has no rule per shape: its default
     gemm = step.load().Gemm(config)
     swapped = getattr(config, "swap_ab", False)
     rows, cols = (n, m) if swapped else (m, n)  # the GEMM the kernel computes: C^T = W x^T when swapped

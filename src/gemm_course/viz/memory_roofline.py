@@ -9,7 +9,9 @@
   (``scripts/gpu_decode12.sh``: bench records tagged ``decode12``, ``--rotate``) and of the CUDA-graph
   timings (``scripts/gpu_decode_graph.py``, kind ``decode_graph``), newest run;
 * :func:`decode_bandwidth`, :func:`graph_times`, :func:`decode_table`: those records drawn and
-  tabulated, each saying "no record yet" until the run exists.
+  tabulated, each saying "no record yet" until the run exists;
+* :func:`cublas_wins`: where cuBLAS was faster, step 12's launch beside the kernel cuBLAS ran
+  (records of kind ``cublas_kernels``).
 
 Named ``memory_roofline``, not ``roofline``: :func:`gemm_course.viz.roofline` is the compute
 roofline's figure, and a submodule of that name would replace it on the package once imported.
@@ -40,6 +42,7 @@ DECODE12_TAG = "_decode12.json"  # scripts/gpu_decode12.sh: bench --tag decode12
 DECODE12_ORDERS = {"forward": DECODE12_TAG, "reversed": "_decode12_reversed.json"}  # its phases bench and reversed
 DECODE12_STEPS = ("sm90/12", "sm90/11")
 GRAPH_KIND = "decode_graph"  # scripts/gpu_decode_graph.py
+BEHIND = 0.97  # cublas_wins lists the shapes below this ratio: the two orders of one run differ by up to ~3%
 STEP_COLORS = {"sm90/12": MEASURED, "sm90/11": CTA_COLORS[1], "cuBLAS": CUBLAS}
 
 
@@ -345,6 +348,55 @@ def decode_table(records: Sequence[dict]) -> str:
             again = f"{geomean(reversed_):.3f} ({len(reversed_)} shapes)" if reversed_ else "-"
             rows.append(f"| {m} | {len(these)} | {step} | {geomean(ratios):.3f} | {min(ratios):.3f} | {shares} | {again} |")
     return "\n".join(rows) + f"\n\n{provenance(runs[0])}."
+
+
+def _record_config(record: dict):
+    """The step's frozen Config that ``record`` ran (fields the step no longer has are dropped)."""
+    from ..runtime import ladder
+
+    step = ladder.get(record["step"])
+    fields = set(step.config_fields())
+    return step.config(**{f: v for f, v in (record.get("config") or {}).items() if f in fields})
+
+
+def cublas_wins(records: Sequence[dict], kernel_records: Sequence[dict]) -> str:
+    """A Markdown table of the shapes of the newest decode run where cuBLAS was faster than
+    ``sm90/12`` (slowest first): the ratio, step 12's launch as the run's config plans it
+    (``teaching.decode_explorer.layout``, with W's rows first as cuBLAS names them) and the kernel
+    cuBLAS ran, from the newest ``cublas_kernels`` record of that shape on the run's GPU
+    (``scripts/cublas_kernels.py --out``; "not listed" without one); a sentence when there is no run
+    or no such shape."""
+    from ..measure import cublas_kernels
+    from ..teaching.decode_explorer import layout
+
+    runs = decode_runs(records, steps=("sm90/12",))
+    if not runs:
+        return "No record yet of step 12's decode run (`scripts/gpu_decode12.sh OUT check bench` on a Hopper GPU, tag decode12)."
+    behind = sorted((r for r in runs if r["ratio_to_cublas"] < BEHIND), key=lambda r: r["ratio_to_cublas"])
+    close = sum(BEHIND <= r["ratio_to_cublas"] < 1.0 for r in runs)
+    if not behind:
+        return (f"cuBLAS was faster by more than {1 - BEHIND:.0%} on no shape of the newest decode run "
+                f"({close} shapes at {BEHIND} to 1; {provenance(runs[0])}).")
+    kernels = cublas_kernels.newest_per_shape(kernel_records, gpu=runs[0].get("gpu"))
+    from ..kernels.sm90.step08_persistent import max_clusters
+
+    sms = max_clusters(1)
+    rows = ["| M x N x K | cuBLAS time / step 12's | step 12: tile (W rows x tokens), cluster, cluster-tiles on clusters, "
+            f"CTAs (of {sms} SMs), stages, parts per tile "
+            "| cuBLAS: tile (W rows x tokens), stages x K, cluster, K | cuBLAS's kernel record |",
+            "|---|---:|---|---|---|"]
+    for r in behind:
+        shape = shape_of(r)
+        config = _record_config(r)
+        lay = layout("sm90/12", *shape, config=config)
+        rows_tokens = (lay.tile_m, lay.tile_n, *lay.cluster) if lay.swapped else (lay.tile_n, lay.tile_m, *lay.cluster[::-1])
+        ours = (f"{rows_tokens[0]} x {rows_tokens[1]}, {rows_tokens[2]} x {rows_tokens[3]}, {lay.tiles} on {lay.clusters}, "
+                f"{lay.ctas}, {config.stages}, {lay.parts}")
+        found = kernels.get(shape)
+        theirs = cublas_kernels.summary(cublas_kernels.main_kernel(found["kernels"])) if found else "not listed"
+        where = f"{found['date'][:10]}, {found.get('_file', '')}" if found else "-"
+        rows.append(f"| {'x'.join(map(str, shape))} | {r['ratio_to_cublas']:.3f} | {ours} | {theirs} | {where} |")
+    return "\n".join(rows) + (f"\n\n{close} more shapes at {BEHIND} to 1. The timings: {provenance(runs[0])}.")
 
 
 def headline(records: Sequence[dict]) -> Optional[dict]:
