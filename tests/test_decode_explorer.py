@@ -70,6 +70,23 @@ def test_bytes_and_floor():
     assert h200["sm90/12"].floor_us < h100["sm90/12"].floor_us  # the H200 copies faster
 
 
+def test_the_mma_floor_is_the_busiest_ctas_k_tiles_at_the_rate_per_sm():
+    """The busiest cluster's K tiles from the schedule's plan, each a tile_m x tile_n x tile_k product
+    per CTA at the card's measured product rate shared by its SMs; far below the bytes' floor at a few
+    tokens, above it at 256 tokens over a layer whose pairs of 128-row tiles leave SMs idle (section 7)."""
+    card = hardware.H100_SXM
+    for m, n, k in [(1, 4096, 4096), (256, 6144, 4096), (256, 14336, 4096), (16, 1024, 4096)]:
+        lay = de.layout("sm90/12", m, n, k)
+        config = ladder.get("sm90/12").config_for(GemmProblem(m, n, k))
+        plan = schedule.plan(lay.tiles, lay.clusters, -(-k // config.tile_k), config.stream_k)
+        assert lay.busiest_k_tiles == max(sum(e - b for _, b, e in units) for units in plan)
+        flops = lay.busiest_k_tiles * 2 * config.tile_m * config.tile_n * config.tile_k
+        assert de.mma_floor_us(lay, card) == pytest.approx(flops / (card.measured_bf16_tflops * 1e12 / card.sms) * 1e6)
+    few, near = de.model(1, 4096, 4096, card)["sm90/12"], de.model(256, 6144, 4096, card)["sm90/12"]
+    assert few.mma_us < few.floor_us / 5 and near.mma_us > near.floor_us
+    assert de.layout("sm90/12", 256, 14336, 4096).busiest_k_tiles == 2 * 64  # 112 pair-tiles on 66 pairs: two each
+
+
 @pytest.mark.parametrize("m", [0, -1, 513, 1.5, True])
 def test_a_bad_m_is_refused(m):
     with pytest.raises(ValueError, match="from 1 to 512"):

@@ -6,8 +6,10 @@ step's own host code launches: the tile its ``config_for`` picks, the cluster-ti
 parts each tile's K loop is cut into (``rules.schedule.plan``), the share of the card's SMs that
 stream W, the bytes moved (W, x and y once, plus each handed-over fp32 partial tile written and
 read back through L2) against the fewest, and the time floor: those bytes at the card's measured
-copy bandwidth (``hardware``'s ``measured_copy_tb_s``). The grid is planned for the SMs the steps' host code sees
-(``max_clusters``: this GPU's, or a full H200's 132 without one; an H100 SXM has as many). Given the decode run's records
+copy bandwidth (``hardware``'s ``measured_copy_tb_s``); beside it, the busiest CTA's MMAs at the
+card's measured product rate shared by its SMs (``mma_floor_us``), which near the ridge passes the
+bytes'. The grid is planned for the SMs the steps' host code sees (``max_clusters``: this GPU's,
+or a full H200's 132 without one; an H100 SXM has as many). Given the decode run's records
 (``viz.memory_roofline.decode_runs``), a recorded time of exactly that shape is shown beside it.
 
 * :func:`layout`: one step's launch at one shape (chapter 12's tables call it too);
@@ -35,9 +37,9 @@ LAYERS = ((4096, 4096), (14336, 4096), (4096, 14336), (1024, 4096), (2048, 8192)
 CARDS = (hardware.H100_SXM, hardware.H200)
 MAX_M = 512
 BOOK_MS = (1, 8, 16, 32, 64, 128, 256, 512)  # the rows of the static explorer
-MODEL_NOTE = ("A model, not a measurement: the launch the steps' host code plans, and the time its bytes would "
+MODEL_NOTE = ("A model, not a measurement: the launch the steps' host code plans, the time its bytes would "
               "take at the card's measured copy bandwidth (the partial sums counted at that rate too, though L2 "
-              "serves them).")
+              "serves them), and the time the busiest CTA's MMAs take at the card's measured product rate per SM.")
 
 
 class Layout(NamedTuple):
@@ -55,6 +57,8 @@ class Layout(NamedTuple):
     parts: int  # the most parts one tile's K loop is cut into
     handovers: int  # partial cluster-tiles handed over (parts beyond each tile's first)
     partial: int  # fp32 bytes of one CTA's partial tile (0 when nothing is split)
+    busiest_k_tiles: int  # K tiles of the cluster with the most (each of its CTAs runs them all)
+    tile_k: int
 
     @property
     def what(self) -> str:
@@ -88,16 +92,26 @@ def layout(key: str, m: int, n: int, k: int, config=None) -> Layout:
     if hasattr(gemm, "launched_clusters"):
         clusters = gemm.launched_clusters(a_shape, c_shape)
         k_tiles = -(-k // config.tile_k)
-        per_tile = [0] * tiles
+        per_tile, busiest = [0] * tiles, 0
         for units in schedule.plan(tiles, clusters, k_tiles, config.stream_k, gemm.lockstep_from):
             for tile, _, _ in units:
                 per_tile[tile] += 1
+            busiest = max(busiest, sum(end - begin for _, begin, end in units))
     else:
         clusters, per_tile = min(tiles, gemm.max_clusters), [1]
+        busiest = -(-tiles // clusters) * -(-k // config.tile_k)
     real = (rows * cols) / (tiles_m * config.tile_m * cm * tiles_n * config.tile_n * cn)
     handovers = sum(p - 1 for p in per_tile)
     return Layout(key, config.tile_m, config.tile_n, (cm, cn), swapped, real, tiles, clusters, clusters * cm * cn,
-                  max(per_tile), handovers, config.tile_m * config.tile_n * 4 if handovers else 0)
+                  max(per_tile), handovers, config.tile_m * config.tile_n * 4 if handovers else 0, busiest, config.tile_k)
+
+
+def mma_floor_us(lay: Layout, card: hardware.Card) -> float:
+    """Microseconds the busiest CTA's MMAs take at ``card``'s measured product rate shared by its SMs:
+    every K tile of the busiest cluster is a tile_m x tile_n x tile_k product in each of its CTAs (padding
+    included). Near the ridge this, not W's bytes, can set the time."""
+    per_sm = card.measured_bf16_tflops * 1e12 / card.sms
+    return lay.busiest_k_tiles * 2 * lay.tile_m * lay.tile_n * lay.tile_k / per_sm * 1e6
 
 
 class Estimate(NamedTuple):
@@ -108,6 +122,7 @@ class Estimate(NamedTuple):
     bytes: int  # W, x, y once, plus the partial sums through L2
     min_bytes: int
     floor_us: float  # bytes at the card's measured copy bandwidth
+    mma_us: float  # the busiest CTA's MMAs at the card's measured product rate per SM (``mma_floor_us``)
     measured_us: Optional[float]  # a decode run's median time of exactly this shape and step, if recorded
     measured_gpu: str
 
@@ -142,7 +157,7 @@ def model(m: int, n: int, k: int, card: hardware.Card = hardware.H100_SXM, runs:
         moved = problem.min_bytes + lay.partial_bytes
         us, gpu = measured(runs, key, m, n, k)
         out[key] = Estimate(lay, min(lay.ctas, card.sms) / card.sms, moved, problem.min_bytes,
-                            moved / (card.measured_copy_tb_s * 1e12) * 1e6, us, gpu)
+                            moved / (card.measured_copy_tb_s * 1e12) * 1e6, mma_floor_us(lay, card), us, gpu)
     return out
 
 
@@ -164,6 +179,7 @@ def model_html(m, n: int, k: int, card: hardware.Card = hardware.H100_SXM, runs:
         f"SMs streaming W (of {card.sms})": lambda e: f"{e.sm_share:.0%}",
         "bytes moved (W, x, y + partial sums)": lambda e: f"{_mb(e.bytes)} = {e.bytes / e.min_bytes:.3f}x the fewest",
         f"time floor at {card.measured_copy_tb_s:g} TB/s": lambda e: f"{e.floor_us:.1f} us",
+        f"busiest CTA's MMAs at {card.measured_bf16_tflops / card.sms:.2f} TFLOP/s per SM": lambda e: f"{e.mma_us:.1f} us",
         "measured (decode run)": lambda e: f"{e.measured_us:.1f} us ({e.measured_gpu})" if e.measured_us else "no record",
     }
     head = "".join(f"<th>{key}</th>" for key in est)
@@ -188,7 +204,7 @@ def static_html(ms: Sequence[int] = BOOK_MS, layers=LAYERS, cards=CARDS, runs: S
             first = per_card[0]
             cells = "".join(f"<td>{e.layout.tile_m} x {e.layout.tile_n}, {e.layout.parts}, {e.layout.ctas}, "
                             f"{e.sm_share:.0%}</td><td>{e.bytes / e.min_bytes:.3f}x</td>" for e in first.values())
-            cells += "".join(f"<td>{est[s].floor_us:.1f} us"
+            cells += "".join(f"<td>{est[s].floor_us:.1f} us, MMAs {est[s].mma_us:.1f}"
                              + (f" (measured {est[s].measured_us:.1f})" if est[s].measured_us else "") + "</td>"
                              for est in per_card for s in STEPS)
             rows.append(f"<tr><td>{m}</td>{cells}</tr>")

@@ -361,13 +361,16 @@ def _record_config(record: dict):
 
 def cublas_wins(records: Sequence[dict], kernel_records: Sequence[dict]) -> str:
     """A Markdown table of the shapes of the newest decode run where cuBLAS was faster than
-    ``sm90/12`` (slowest first): the ratio, step 12's launch as the run's config plans it
-    (``teaching.decode_explorer.layout``, with W's rows first as cuBLAS names them) and the kernel
-    cuBLAS ran, from the newest ``cublas_kernels`` record of that shape on the run's GPU
-    (``scripts/cublas_kernels.py --out``; "not listed" without one); a sentence when there is no run
-    or no such shape."""
+    ``sm90/12`` by more than ``1 - BEHIND`` (slowest first): the ratio and both medians; step 12's
+    launch as the run's config plans it (``teaching.decode_explorer.layout``, W's rows first as
+    cuBLAS names them); two floors of a model for that launch, its bytes at the run's measured copy
+    bandwidth and its busiest CTA's MMAs at the card's measured product rate per SM
+    (``decode_explorer.mma_floor_us``); and the kernel cuBLAS ran, from the newest ``cublas_kernels``
+    record of that shape on the run's GPU (``scripts/cublas_kernels.py --out``; "not listed" without
+    one). A sentence when there is no run or no such shape."""
+    from ..kernels.sm90.step08_persistent import max_clusters
     from ..measure import cublas_kernels
-    from ..teaching.decode_explorer import layout
+    from ..teaching.decode_explorer import layout, mma_floor_us
 
     runs = decode_runs(records, steps=("sm90/12",))
     if not runs:
@@ -378,25 +381,31 @@ def cublas_wins(records: Sequence[dict], kernel_records: Sequence[dict]) -> str:
         return (f"cuBLAS was faster by more than {1 - BEHIND:.0%} on no shape of the newest decode run "
                 f"({close} shapes at {BEHIND} to 1; {provenance(runs[0])}).")
     kernels = cublas_kernels.newest_per_shape(kernel_records, gpu=runs[0].get("gpu"))
-    from ..kernels.sm90.step08_persistent import max_clusters
-
-    sms = max_clusters(1)
-    rows = ["| M x N x K | cuBLAS time / step 12's | step 12: tile (W rows x tokens), cluster, cluster-tiles on clusters, "
-            f"CTAs (of {sms} SMs), stages, parts per tile "
-            "| cuBLAS: tile (W rows x tokens), stages x K, cluster, K | cuBLAS's kernel record |",
-            "|---|---:|---|---|---|"]
+    card = hardware.card(runs[0].get("gpu")) or hardware.DEFAULT_CARD["sm_90a"]
+    rows = ["| M x N x K | cuBLAS time / step 12's | us: step 12, cuBLAS | step 12: tile (W rows x tokens), cluster, "
+            f"cluster-tiles on clusters, CTAs (of {max_clusters(1)} SMs), stages, parts per tile | model, us: bytes at the "
+            "copy bandwidth, busiest CTA's MMAs | cuBLAS: tile (W rows x tokens), stages x K, cluster, K |",
+            "|---|---:|---:|---|---:|---|"]
+    files = set()
     for r in behind:
         shape = shape_of(r)
         config = _record_config(r)
         lay = layout("sm90/12", *shape, config=config)
-        rows_tokens = (lay.tile_m, lay.tile_n, *lay.cluster) if lay.swapped else (lay.tile_n, lay.tile_m, *lay.cluster[::-1])
-        ours = (f"{rows_tokens[0]} x {rows_tokens[1]}, {rows_tokens[2]} x {rows_tokens[3]}, {lay.tiles} on {lay.clusters}, "
-                f"{lay.ctas}, {config.stages}, {lay.parts}")
+        w = (lay.tile_m, lay.tile_n, *lay.cluster) if lay.swapped else (lay.tile_n, lay.tile_m, *lay.cluster[::-1])
+        ours = f"{w[0]} x {w[1]}, {w[2]} x {w[3]}, {lay.tiles} on {lay.clusters}, {lay.ctas}, {config.stages}, {lay.parts}"
+        copy = r["bandwidth"].get("copy_tb_s") or card.measured_copy_tb_s
+        bytes_us = (GemmProblem(*shape).min_bytes + lay.partial_bytes) / (copy * 1e12) * 1e6
+        times = f"{r['time_ms']['median'] * 1e3:.1f}, {r['cublas_time_ms']['median'] * 1e3:.1f}"
         found = kernels.get(shape)
+        if found:
+            files.add(found.get("_file", ""))
         theirs = cublas_kernels.summary(cublas_kernels.main_kernel(found["kernels"])) if found else "not listed"
-        where = f"{found['date'][:10]}, {found.get('_file', '')}" if found else "-"
-        rows.append(f"| {'x'.join(map(str, shape))} | {r['ratio_to_cublas']:.3f} | {ours} | {theirs} | {where} |")
-    return "\n".join(rows) + (f"\n\n{close} more shapes at {BEHIND} to 1. The timings: {provenance(runs[0])}.")
+        rows.append(f"| {'x'.join(map(str, shape))} | {r['ratio_to_cublas']:.3f} | {times} | {ours} | "
+                    f"{bytes_us:.1f}, {mma_floor_us(lay, card):.1f} | {theirs} |")
+    kernels_from = f" cuBLAS's kernels: {', '.join(sorted(files))}." if files else ""
+    return "\n".join(rows) + (f"\n\n{close} more shapes at {BEHIND} to 1. The timings: {provenance(runs[0])}. The MMA "
+                              f"floor takes {card.name}'s measured product rate, {card.measured_bf16_tflops:g} TFLOP/s, "
+                              f"shared by its {card.sms} SMs.{kernels_from}")
 
 
 def headline(records: Sequence[dict]) -> Optional[dict]:
