@@ -7,7 +7,8 @@
 # timed build, memcheck), the Blackwell-specific GPU tests, racecheck and synccheck on steps 5-8 and
 # step 11's split tails, the ladder of the steps that passed at 4096^3 and 8192^3 against cuBLAS,
 # the final step over the broad sweep in both orders (gpu_broad_sweep.sh) and its split tail against
-# the same kernel without it (gpu_tune.py) if it passed, the records copied into results/<gpu>/
+# the same kernel without it (gpu_tune.py) if it passed, the memory-roofline step (sm100/12) beside step 11 at
+# decode sizes, per launch in both orders and inside CUDA graphs, if it passed; the records copied into results/<gpu>/
 # (results/nvidia-b200/ on a B200), then the tables. A step that fails is not timed: numbers of a
 # wrong kernel are worthless. Exit 0: all passed; 1: something failed (OUT/status.log); 2: no B200.
 # Knobs: PY (default .venv/bin/python, else python3), NAIVE=0 skips step 1, FINAL_STEP (sm100/11),
@@ -158,6 +159,27 @@ if echo " $passed " | grep -q " $final "; then
   [ $rc = 0 ] || failed=1
 else
   echo "broad_sweep, broad_sweep_reversed, tail_ab: skipped ($final did not pass its checks)" >> "$out/status.log"
+fi
+# 6c. The memory roofline (chapter 12): the decode step beside step 11 at M = 1-256 on real layers' weights
+# rotated out of L2, in both orders, then inside CUDA graphs; only where the decode step passed its checks
+decode_of="from gemm_course.measure import b200"
+decode=$($PY -c "$decode_of; print(b200.decode_step_key())")
+if echo " $passed " | grep -q " $decode "; then
+  against=""
+  echo " $passed " | grep -q " $final " && against=$final
+  phase decode12 1800 $PY -m gemm_course bench $decode $against \
+    --shapes $($PY -c "$decode_of; print(b200.decode_shapes_text())") --rounds 5 --repeats 50 --rotate \
+    --out "$out" --tag decode12
+  [ $rc = 0 ] || failed=1
+  phase decode12_reversed 1800 $PY -m gemm_course bench $against $decode \
+    --shapes $($PY -c "$decode_of; print(b200.decode_shapes_text(reverse=True))") --rounds 5 --repeats 50 --rotate \
+    --out "$out" --tag decode12_reversed
+  [ $rc = 0 ] || failed=1
+  phase decode_graph 1800 $PY scripts/gpu_decode_graph.py --out "$out" --steps $decode $against \
+    --shapes $($PY -c "$decode_of; print(' '.join(b200.DECODE_GRAPH_SHAPES))")
+  [ $rc = 0 ] || failed=1
+else
+  echo "decode12, decode12_reversed, decode_graph: skipped ($decode did not pass its checks)" >> "$out/status.log"
 fi
 correct=0
 [ -z "$passed" ] || correct=1

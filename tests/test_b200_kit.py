@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_course.measure import b200, records
+from gemm_course.measure import b200, records, sweep_shapes
 from gemm_course.rules import schedule
 from gemm_course.runtime import arch, ladder
 
@@ -129,7 +129,8 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     phases = re.findall(r"^== (\w+): (.*)$", out, flags=re.M)
     names = [name for name, _ in phases if name != "nvidia_smi"]  # planned only where nvidia-smi exists
     assert names == ["doctor", "stepwise", "pytest_gpu", "sanitize_racecheck", "sanitize_synccheck",
-                     "ladder", "broad_sweep", "broad_sweep_reversed", "tail_ab", "copy"]
+                     "ladder", "broad_sweep", "broad_sweep_reversed", "tail_ab", "decode12", "decode12_reversed",
+                     "decode_graph", "copy"]
     cmd = dict(phases)
     tail = cmd["tail_ab"]  # the A/B the book and the kit's table read, as gemm_course.measure.b200 names it
     assert b200.tail_ab_command().replace('"', "") in tail.replace(str(tmp_path / "out"), "OUT")
@@ -149,6 +150,15 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
         assert sweep[sweep.index("bench") + 1] == "sm100/11" and sweep[sweep.index("--tag") + 1] == name
         shapes = sweep[sweep.index("--shapes") + 1:sweep.index("--rounds")]
         assert shapes == _broad_sweep()[::order] and len(shapes) == 46
+    decode = ["x".join(map(str, shape)) for shape in sweep_shapes.decode12_shapes()]
+    for name, order, steps in (("decode12", 1, ["sm100/12", "sm100/11"]), ("decode12_reversed", -1, ["sm100/11", "sm100/12"])):
+        bench = cmd[name].split()  # chapter 12's Blackwell table reads these tags (viz.memory_roofline.decode_table)
+        assert bench[bench.index("bench") + 1:bench.index("--shapes")] == steps and "--rotate" in bench
+        assert bench[bench.index("--shapes") + 1:bench.index("--rounds")] == decode[::order] and len(decode) == 35
+        assert bench[bench.index("--tag") + 1] == name
+    graph = cmd["decode_graph"].split()
+    assert graph[graph.index("--steps") + 1:graph.index("--shapes")] == ["sm100/12", "sm100/11"]
+    assert graph[graph.index("--shapes") + 1:] == list(b200.DECODE_GRAPH_SHAPES)
     assert "results/nvidia-b200/" in out and "pull request" in out and "results/logs/*_b200_*.log" in out
 
 
@@ -299,6 +309,16 @@ for st in steps:
 json.dump({"schema": 1, "records": recs}, open(f"{out}/20270101T00000{len(tag)}Z_{tag}.json", "w"))
 print(f"wrote {len(recs)} records")
 ' "$@" ;;
+  "scripts/gpu_decode_graph.py"*)
+    exec "$REAL_PY" -c '
+import json, sys
+args = sys.argv[1:]
+out, steps = args[args.index("--out") + 1], args[args.index("--steps") + 1:args.index("--shapes")]
+shapes = args[args.index("--shapes") + 1:]
+recs = [{"kind": "decode_graph", "step": st, "gpu": "NVIDIA B200", "shape": dict(zip("mnk", map(int, sh.split("x")))),
+         "rel_error": 3e-3, "ratio": 1.0, "date": "2027-01-01"} for st in steps for sh in shapes]
+json.dump({"schema": 1, "records": recs}, open(f"{out}/20270101T000100Z_decode_graph.json", "w"))
+' "${@:2}" ;;
   *) echo "unexpected: $*"; exit 3 ;;
 esac
 '''
@@ -326,7 +346,7 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
     status = (out / "status.log").read_text()
     assert [line.split(":")[0] for line in status.splitlines()] == [
         "gpu_check", "doctor", "stepwise", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed",
-        "tail_ab", "copy"]
+        "tail_ab", "decode12", "decode12_reversed", "decode_graph", "copy"]
     steps_table = proc.stdout[proc.stdout.index("== steps"):]
     blackwell = len(ladder.steps("sm100"))
     assert steps_table.count("sm100/") >= blackwell
@@ -336,14 +356,17 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
         assert "stepwise: FAILED (exit 1)" in status
         assert "sm100/5" not in timed and len(timed) == blackwell - 1, "the failed step is not timed; the others are"
         assert "producer_acquire(state) (empty barrier)" in steps_table
-        assert len(records.load_records(str(results))) == (blackwell - 1) * 2 + 2 * 46
+        assert len(records.load_records(str(results))) == (blackwell - 1) * 2 + 2 * 46 + 2 * 2 * 35  # decode: both steps passed
         return
     assert timed == [s.key for s in ladder.steps("sm100")]
     copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
-    assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 3
-    assert len(records.load_records(str(results))) == blackwell * 2 + 2 * 46
+    assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 6  # ladder, sweeps, decode, graphs
+    assert len(records.load_records(str(results))) == blackwell * 2 + 2 * 46 + 2 * 2 * 35
+    assert len(records.load_records(str(results), kind="decode_graph")) == 2 * len(b200.DECODE_GRAPH_SHAPES)
     tail = proc.stdout[proc.stdout.index("== records"):]
     assert "broad sweep sm100/11: 46 shapes" in tail and "broad sweep reversed sm100/11: 46 shapes" in tail
+    assert "decode12 sm100/12: 35 shapes, ratio to cuBLAS geometric mean per M 1: 0.800," in tail
+    assert "decode12 reversed sm100/11: 35 shapes" in tail
     assert "pull request" in tail
     assert "split tail over whole at 4096x4096x4096: 1.050 (the tail model: 1.067, 2 parts per tail tile)" in tail
     tune = records.load_tuning(b200.tail_ab_run(str(results)), str(results))

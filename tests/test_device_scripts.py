@@ -11,6 +11,7 @@ import pytest
 from conftest import import_script
 
 from gemm_course import cli
+from gemm_course.measure import b200, sweep_shapes
 from gemm_course.rules import schedule
 from gemm_course.runtime import ladder, run
 from gemm_course.runtime.problem import GemmProblem
@@ -94,12 +95,14 @@ def test_the_bench_and_graph_phases_name_shapes_the_steps_take(tmp_path):
     assert forward.rotate and forward.tag == "decode12" and forward.out
     shapes = cli._shapes(forward.shapes)
     assert sorted({m for m, _, _ in shapes}) == [1, 8, 16, 32, 64, 128, 256]
+    assert shapes == sweep_shapes.decode12_shapes()  # the B200 kit's decode run times the same shapes
     for key in forward.steps:
         for shape in shapes:
             takes(ladder.get(key), shape)
     assert reversed_.rotate and reversed_.tag == "decode12_reversed"  # the same run, in the other order
     assert reversed_.steps == forward.steps[::-1] and cli._shapes(reversed_.shapes) == shapes[::-1]
     (graph,) = [argv for argv, _ in calls if argv[0] == "scripts/gpu_decode_graph.py"]
+    assert option(graph, "--shapes") == list(b200.DECODE_GRAPH_SHAPES)  # and the same inside graphs
     for key in option(graph, "--steps"):
         for shape in cli._shapes(option(graph, "--shapes")):
             takes(ladder.get(key), shape)

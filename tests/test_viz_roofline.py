@@ -131,6 +131,20 @@ def test_decode_figure_and_table_from_records():
     assert h["copy_share_small_m"] == pytest.approx(0.88) and h["shapes"] == len(MS) * len(NKS)
 
 
+def test_each_card_reads_its_own_decode_run():
+    """The Blackwell table reads sm100/12 and sm100/11 (the B200 kit's run, same tags), never Hopper's
+    records, and says what writes it until then."""
+    hopper = decode12_records()
+    assert mr.decode_table(hopper, arch="sm100") == mr.decode_table([], arch="sm100")
+    assert "No record yet of sm100/12's decode run" in mr.decode_table(hopper, arch="sm100")
+    assert "B200 kit" in mr.decode_table([], arch="sm100") and "gpu_decode12.sh" in mr.decode_table([])
+    blackwell = [dict(r, step=r["step"].replace("sm90", "sm100"), gpu="NVIDIA B200",
+                      _file="20270101T000000Z_decode12.json") for r in hopper]
+    table = mr.decode_table(hopper + blackwell, arch="sm100")
+    assert table.count("| sm100/12 |") == len(MS) and "| sm90/" not in table and "NVIDIA B200" in table
+    assert mr.decode_table(hopper + blackwell) == mr.decode_table(hopper)  # the Hopper table keeps to Hopper's run
+
+
 def test_graph_figure_from_records():
     fig = mr.graph_times(graph_records())
     bars = [p.get_width() for p in fig.axes[0].patches]

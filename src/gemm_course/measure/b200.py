@@ -35,6 +35,8 @@ from .b200_phases import (  # noqa: F401  (re-exported: the pages', scripts' and
     phase_table,
 )
 from .b200_records import (  # noqa: F401
+    DECODE_GRAPH_SHAPES,
+    DECODE_TAGS,
     SWEEP_TAGS,
     TAIL_AB,
     TAIL_AB_RUN,
@@ -42,6 +44,9 @@ from .b200_records import (  # noqa: F401
     TAIL_AB_VARIANTS,
     copy_records,
     copy_tail_ab,
+    decode_lines,
+    decode_shapes_text,
+    decode_step_key,
     publish_logs,
     redact_logs,
     table,

@@ -23,6 +23,9 @@ PHASE_WHAT = {
     "broad_sweep": "step 11 over the broad sweep",
     "broad_sweep_reversed": "the same, shapes in the opposite order",
     "tail_ab": "step 11's split tail against the kernel without it",
+    "decode12": "step 12 beside step 11 and cuBLAS at M = 1-256, weights rotated out of L2",
+    "decode12_reversed": "the same, shapes and steps in the opposite order",
+    "decode_graph": "the same inside CUDA graphs, at seven shapes",
     "copy": "the records into results/",
 }
 # the logs under results/logs/ of the same phase run on the H200 with the Hopper steps (the newest of each)

@@ -57,6 +57,47 @@ def copy_records(out: str, results_dir: Optional[str] = None) -> list:
 
 SWEEP_TAGS = ("sweep", "broad_sweep", "broad_sweep_reversed")  # the kit's sweeps (an older kit ran "sweep")
 
+# The kit's decode run of the memory-roofline step beside step 11 (weights rotated out of L2, both orders):
+# what chapter 12 reads for Blackwell (viz.memory_roofline.decode_table(arch="sm100")); the tags and the
+# shapes are the Hopper run's (scripts/gpu_decode12.sh), so the two cards' tables compare.
+DECODE_TAGS = ("decode12", "decode12_reversed")
+DECODE_GRAPH_SHAPES = ("1x4096x4096", "16x4096x4096", "64x4096x4096", "128x4096x4096", "16x14336x4096", "16x4096x14336",
+                       "128x14336x4096")
+
+
+def decode_step_key() -> str:
+    """The Blackwell memory-roofline step the kit's decode run times (``ladder.decode("sm100")``)."""
+    from ..runtime import ladder
+
+    return ladder.decode("sm100").key
+
+
+def decode_shapes_text(reverse: bool = False) -> str:
+    """The decode run's shapes (``sweep_shapes.decode12_shapes``) as the bench command line takes them."""
+    from .sweep_shapes import decode12_shapes
+
+    shapes = ["x".join(map(str, s)) for s in decode12_shapes()]
+    return " ".join(shapes[::-1] if reverse else shapes)
+
+
+def decode_lines(records: list) -> list:
+    """Per decode tag and step of the kit's records: shapes, the geometric mean of the ratio to cuBLAS per M
+    and the lowest shape."""
+    from .records import geomean, shape_of
+
+    lines = []
+    for tag in DECODE_TAGS:
+        for step in sorted({r["step"] for r in records if r["_tag"] == tag}):
+            run = [r for r in records if r["_tag"] == tag and r["step"] == step]
+            per_m = {m: geomean(r["ratio_to_cublas"] for r in run if shape_of(r)[0] == m)
+                     for m in sorted({shape_of(r)[0] for r in run})}
+            low = min(run, key=lambda r: r["ratio_to_cublas"])
+            lines.append(f"{tag.replace('_', ' ')} {step}: {len(run)} shapes, ratio to cuBLAS geometric mean per M "
+                         + ", ".join(f"{m}: {g:.3f}" for m, g in per_m.items())
+                         + f"; lowest {low['ratio_to_cublas']:.3f} ({'x'.join(map(str, shape_of(low)))})")
+    return lines
+
+
 # The kit's A/B of step 11's split tail against the same kernel without it (scripts/gpu_tune.py,
 # every variant checked against float32 before it is timed): what calibrates the hand-over's price,
 # schedule.FIXUP_K_TILES, on a B200. Its output folder under OUT, and its name under results/tuning/.
@@ -126,7 +167,8 @@ def tail_ab_lines(tune: dict) -> list:
 
 
 def table(out: str) -> str:
-    """The ladder (TFLOP/s and ratio to cuBLAS per shape) and a one-line summary of each sweep."""
+    """The ladder (TFLOP/s and ratio to cuBLAS per shape), a one-line summary of each sweep and of the
+    decode run (a line per order and step: the ratio per M)."""
     from .records import geomean, shape_of, sweep_classes
 
     records = []
@@ -137,7 +179,7 @@ def table(out: str) -> str:
     if not records:
         return "no bench records under OUT"
     lines = []
-    ladder_recs = [r for r in records if r["_tag"] not in SWEEP_TAGS]
+    ladder_recs = [r for r in records if r["_tag"] not in SWEEP_TAGS + DECODE_TAGS]
     if ladder_recs:
         shapes = sorted({shape_of(r) for r in ladder_recs})
         head = "".join(f"  {'x'.join(map(str, s)):>16} {'ratio':>6}" for s in shapes)
@@ -175,6 +217,7 @@ def table(out: str) -> str:
                     if name != "all":
                         lines.append(f"  {name}: {c['shapes']} shapes, geometric mean {c['geomean']:.3f}, "
                                      f"lowest {c['lowest']:.3f} ({c['lowest_shape']})")
+    lines += decode_lines(records)
     tail_ab = os.path.join(out, TAIL_AB, "tune.json")
     if os.path.exists(tail_ab):
         with open(tail_ab) as f:

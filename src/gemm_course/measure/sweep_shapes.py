@@ -1,7 +1,8 @@
 """The shapes the kernels are judged on: the broad sweep's classes and the decode class.
 
 :func:`broad_sweep_shapes` (squares, LLM shapes, few-wave long-K), :func:`decode_shapes` (the
-linear layers of real models at few tokens) and :func:`shape_class`, a shape's class. Pure
+linear layers of real models at few tokens), :func:`decode12_shapes` (the memory-roofline step's
+run: every M of the decode class on five layers) and :func:`shape_class`, a shape's class. Pure
 Python; re-exported by :mod:`gemm_course.measure.records` and :mod:`gemm_course.measure.bench`.
 """
 
@@ -51,3 +52,14 @@ def shape_class(m: int, n: int, k: int) -> str:
         if (m, n, k) in shapes:
             return name
     return "other"
+
+
+# the memory-roofline step's decode run (scripts/gpu_decode12.sh on Hopper, the B200 kit on Blackwell):
+# batch-1 decode to 256 tokens, on Llama-3.1-8B's layers (its gate and up projections one at a time)
+DECODE12_MS = (1, 8, 16, 32, 64, 128, 256)
+DECODE12_LAYERS = ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (2048, 8192))  # (N, K)
+
+
+def decode12_shapes() -> list:
+    """[(m, n, k), ...]: every M of :data:`DECODE12_MS` over every layer of :data:`DECODE12_LAYERS`, M outermost."""
+    return [(m, n, k) for m in DECODE12_MS for n, k in DECODE12_LAYERS]

@@ -41,6 +41,9 @@ DRAM_LATENCY_US = 1.0
 DECODE12_TAG = "_decode12.json"  # scripts/gpu_decode12.sh: bench --tag decode12
 DECODE12_ORDERS = {"forward": DECODE12_TAG, "reversed": "_decode12_reversed.json"}  # its phases bench and reversed
 DECODE12_STEPS = ("sm90/12", "sm90/11")
+DECODE_STEPS = {"sm90": DECODE12_STEPS, "sm100": ("sm100/12", "sm100/11")}  # each card's run: the step, its parent
+DECODE_RUN = {"sm90": "`scripts/gpu_decode12.sh OUT check bench` on a Hopper GPU",
+              "sm100": "the B200 kit, `make b200 OUT=...`, once `sm100/12` passes its checks"}
 GRAPH_KIND = "decode_graph"  # scripts/gpu_decode_graph.py
 BEHIND = 0.97  # cublas_wins lists the shapes below this ratio: the two orders of one run differ by up to ~3%
 STEP_COLORS = {"sm90/12": MEASURED, "sm90/11": CTA_COLORS[1], "cuBLAS": CUBLAS}
@@ -324,19 +327,21 @@ def graph_pdl(records: Sequence[dict], title: str = "Inside a CUDA graph, the sm
                        alt="Dot plot of the share of copy bandwidth per M, with and without pdl")
 
 
-def decode_table(records: Sequence[dict]) -> str:
-    """A Markdown table of the newest decode run per M: for ``sm90/12`` and ``sm90/11``, the
-    geometric mean of the ratio to cuBLAS (its own rounds), the lowest, the median share of the
-    run's copy bandwidth, and the same geometric mean in the run of the other order (the same
-    shapes, ``decode_runs(order="reversed")``; "-" without one); a sentence when there is no run."""
-    runs = decode_runs(records)
+def decode_table(records: Sequence[dict], arch: str = "sm90") -> str:
+    """A Markdown table of ``arch``'s newest decode run per M: for its step 12 and step 11
+    (``DECODE_STEPS``), the geometric mean of the ratio to cuBLAS (its own rounds), the lowest, the
+    median share of the run's copy bandwidth, and the same geometric mean in the run of the other
+    order (the same shapes, ``decode_runs(order="reversed")``; "-" without one); a sentence naming
+    what writes the run (``DECODE_RUN``) when there is none."""
+    steps = DECODE_STEPS[arch]
+    runs = decode_runs(records, steps)
     if not runs:
-        return "No record yet of step 12's decode run (`scripts/gpu_decode12.sh OUT check bench` on a Hopper GPU, tag decode12)."
-    other = {(r["step"], shape_of(r)): r["ratio_to_cublas"] for r in decode_runs(records, order="reversed")}
+        return f"No record yet of {steps[0]}'s decode run ({DECODE_RUN[arch]}; tag decode12)."
+    other = {(r["step"], shape_of(r)): r["ratio_to_cublas"] for r in decode_runs(records, steps, order="reversed")}
     rows = ["| M | shapes | step | geomean of cuBLAS / step time | lowest | median share of copy bandwidth | cuBLAS's "
             "| the other order's geomean |", "|---:|---:|---|---:|---:|---:|---:|---:|"]
     for m in sorted({shape_of(r)[0] for r in runs}):
-        for step in DECODE12_STEPS:
+        for step in steps:
             these = [r for r in runs if r["step"] == step and shape_of(r)[0] == m]
             if not these:
                 continue
