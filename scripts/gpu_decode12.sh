@@ -33,8 +33,9 @@
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
 #   scripts/gpu_decode12.sh OUT check tune_prefetch tune_more   (then)   scripts/gpu_decode12.sh OUT bench graphs reversed chapter
-# Then, wherever OUT is: `python -m gemm_course.measure.b200 copy OUT` puts its record files under
-# results/<gpu>/ (a file with a wrong output is not copied); OUT/tune.json is the A/B's raw rows.
+# Then, wherever OUT is: `python -m gemm_course.measure.device_runs OUT --stamp <the run's UTC minute>
+# --prefix decode12` files it: records under results/<gpu>/ (a file with a wrong output is not copied), each
+# OUT/NAME/tune.json (an A/B's raw rows) as results/tuning/tune_runN_decode12_NAME.json.gz, logs under results/logs/.
 set -uo pipefail
 out=${1:?output folder}
 shift
@@ -137,6 +138,7 @@ tune_prefetch)
 # with pdl, W's first K tiles put in L2 before the wait (prefetch_w): its gain is in the back-to-back
 # column ("seed"), where each launch may start while the one before drains; per launch it should tie
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_prefetch" \
+  --what "step 12 with W's first 4-64 K tiles put in L2 before pdl's wait, against none and against no pdl" \
   sm90/12 "sm90/12:prefetch_w=4" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=16" "sm90/12:prefetch_w=64" "sm90/12:pdl=false" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x2048x8192 16x14336x4096 256x2048x8192 \
   2>&1 | tee "$out/tune_prefetch.log" | tail -50 || status=1
@@ -146,6 +148,7 @@ tune_more)
 # where 64-row pairs fit), and 128-row pairs at M = 64 (6144 and 14336 rows, where 64-row pairs do not)
 pair="swap_ab=true,epi_stages=1,cluster_m=1,cluster_n=2,gpc_order=false,lockstep=false,gather_parts=true,stream_k=false"
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_more" \
+  --what "two 16-token tiles in a pair at M = 32; 128-row pairs at M = 64" \
   sm90/11 sm90/12 "sm90/12:$pair,tile_m=64,tile_n=16,epi_n=16,stages=16" "sm90/12:$pair,tile_m=128,tile_n=32,epi_n=32,stages=10" \
   --shapes 32x4096x4096 32x2048x8192 32x4096x14336 64x6144x4096 64x14336x4096 32x6144x4096 \
   2>&1 | tee "$out/tune_more.log" | tail -30 || status=1
@@ -161,6 +164,7 @@ sw64="sm90/12:tile_m=64,tile_n=64,epi_n=64,stages=13,stream_k=false"
 python3 scripts/cublas_kernels.py --out "$out" 256x14336x4096 256x6144x4096 256x2048x8192 256x4096x4096 256x4096x14336 \
   2>&1 | tee "$out/cublas_kernels_256b.txt" | tail -5
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_256b" \
+  --what "M = 256: the rule's pairs split by the stream-K tail, step 11's kernel with 112/96-wide W tiles, cuBLAS's 64 x 64 tile multicast" \
   sm90/11 sm90/12 "sm90/12:stream_k=true" "sm90/12:tile_m=64,stages=9,stream_k=true" \
   "$s11,tile_n=112,epi_n=16" "$s11,tile_n=96,epi_n=32" "$s11,tile_n=112,epi_n=16,cluster_m=1,cluster_n=2" \
   "$sw64,cluster_m=2,cluster_n=1" "$sw64,cluster_m=1,cluster_n=2" "$sw64,cluster_m=2,cluster_n=2" \

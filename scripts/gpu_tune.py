@@ -9,8 +9,9 @@ the Hopper kernels under ``.cache/kernels/PACKAGE`` (e.g. an older revision's, w
 ``scripts/ab_copy.py REV``, for an A/B test).
 Every variant is checked against float32 on the shape before timing. All variants and cuBLAS
 go through one ``bench.compare`` call per shape, so they share the GPU's clock and temperature.
-Prints a table of medians and ratios to cuBLAS; writes the raw per-launch times as JSON (the
-course keeps them as ``results/tuning/NAME.json.gz``, with ``what`` and ``command`` added).
+Prints a table of medians and ratios to cuBLAS; writes the raw per-launch times as JSON with the
+command line, the date and ``--what`` (what the run compares, in words); the course keeps them as
+``results/tuning/NAME.json.gz`` (``python -m gemm_course.measure.device_runs OUT`` files them).
 """
 
 import argparse
@@ -18,6 +19,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 
 import torch
 
@@ -100,7 +102,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--out", default=None)
     p.add_argument("--rotate", action="store_true", help="operand sets in turn, none in L2 (decode GEMMs)")
+    p.add_argument("--what", default="", help="what the run compares, in words (kept in the JSON)")
     args = p.parse_args(argv)
+    command = bench.provenance_command("python3 scripts/gpu_tune.py", sys.argv[1:] if argv is None else argv)
     variants = {spec: variant(spec) for spec in args.variants}
     rows, wrong = [], []
     with stopping.until_stopped() as stopped:
@@ -111,7 +115,9 @@ def main(argv=None):
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "tune.json"), "w") as f:
-            json.dump({"env": bench.environment(), "rows": rows, "wrong": wrong, "stopped": bool(stopped)}, f)
+            json.dump({"env": bench.environment(), "rows": rows, "wrong": wrong, "stopped": bool(stopped),
+                       "command": command, "what": args.what,
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())}, f)
     print(f"{'shape':<18} {'variant':<40} {'TFLOP/s':>8} {'TB/s':>6} {'x cuBLAS':>9} {'seed':>7}")
     for r in rows:
         print(f"{r['shape']:<18} {r['variant']:<40} {r['tflops']:8.1f} {r['tb_s']:6.2f} {r['ratio_to_cublas']:9.3f} "

@@ -82,9 +82,13 @@ def test_a_wrong_variant_is_left_out_and_a_stopped_run_writes_its_rows(gpu_tune,
     monkeypatch.setattr(gpu_tune.bench, "compare", compare)
     monkeypatch.setattr(gpu_tune.bench, "environment", lambda: {"gpu": "Fake GPU"})
     wrong = "sm90/11:tile_n=64,epi_n=64,epi_stages=1"
-    status = gpu_tune.main(["sm90/11", wrong, "--shapes", "128x256x64", "256x256x64", "384x256x64", "--out", str(tmp_path)])
+    status = gpu_tune.main(["sm90/11", wrong, "--shapes", "128x256x64", "256x256x64", "384x256x64", "--out", str(tmp_path),
+                            "--what", "a narrower tile"])
     assert status == 1 and timed == [["cublas", "sm90/11"]] * 2  # the wrong variant never timed; stopped at the 2nd
     saved = json.loads((tmp_path / "tune.json").read_text())
     assert saved["stopped"] and [(r["shape"], r["variant"]) for r in saved["rows"]] == [
         ("128x256x64", "sm90/11"), ("128x256x64", "cublas")]
     assert [w[:2] for w in saved["wrong"]] == [[wrong, "128x256x64"], [wrong, "256x256x64"]]
+    assert saved["what"] == "a narrower tile" and saved["date"]  # what results/tuning keeps with the rows
+    assert saved["command"].startswith("python3 scripts/gpu_tune.py sm90/11 ") and "--out $OUT" in saved["command"]
+    assert str(tmp_path) not in saved["command"]

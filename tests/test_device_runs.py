@@ -1,0 +1,63 @@
+"""``python -m gemm_course.measure.device_runs OUT``: a device run's folder filed under results/ (records,
+A/B runs, logs), on a synthetic folder (never the course's results/)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from gemm_course.measure import device_runs
+
+pytestmark = pytest.mark.fast
+
+
+def _record(gpu="NVIDIA H100 80GB HBM3", rel_error=3e-3):
+    return {"kind": "bench", "step": "sm90/12", "gpu": gpu, "rel_error": rel_error, "shape": {"m": 1, "n": 8, "k": 8}}
+
+
+def _out(tmp_path):
+    out = tmp_path / "r1"
+    (out / "tune_256b").mkdir(parents=True)
+    (out / "tune_prefetch").mkdir()
+    (out / "20261207T120000Z_decode12.json").write_text(json.dumps({"records": [_record()]}))
+    (out / "20261207T120100Z_bad.json").write_text(json.dumps({"records": [_record(rel_error=0.5)]}))
+    (out / "tune_256b" / "tune.json").write_text(json.dumps({"rows": [{"variant": "sm90/12"}] * 3, "what": "x"}))
+    (out / "tune_prefetch" / "tune.json").write_text(json.dumps({"rows": [], "what": "y"}))
+    (out / "check12.log").write_text(f"ran in {out}/sub and {out}\n")
+    (out / "linear_host.txt").write_text("20 us\n")
+    return out
+
+
+def test_records_ab_runs_and_logs_go_where_the_course_keeps_them(tmp_path):
+    results = tmp_path / "results"
+    (results / "tuning").mkdir(parents=True)
+    (results / "tuning" / "tune_run54_decode12_few_w_256.json.gz").write_bytes(gzip.compress(b"{}"))
+    (results / "tuning" / "tune_run5.json.gz").write_bytes(gzip.compress(b"{}"))
+    out = _out(tmp_path)
+    done = {src.split("/")[-1] if not src.endswith("tune.json") else src.split("/")[-2]: (dest, why)
+            for src, dest, why in device_runs.file_run(str(out), str(results), "20261207T1200", "decode12")}
+    assert done["20261207T120000Z_decode12.json"][0] == "results/nvidia-h100-80gb-hbm3/20261207T120000Z_decode12.json"
+    assert done["20261207T120100Z_bad.json"][0] is None  # a wrong output is never filed
+    assert done["tune_256b"][0] == "results/tuning/tune_run55_decode12_256b.json.gz"  # the next free number
+    assert done["tune_prefetch"][0] == "results/tuning/tune_run56_decode12_prefetch.json.gz"
+    with gzip.open(results / "tuning" / "tune_run55_decode12_256b.json.gz", "rt") as f:
+        assert json.load(f) == {"rows": [{"variant": "sm90/12"}] * 3, "what": "x"}
+    assert done["check12.log"][0] == "results/logs/20261207T1200_check12.log"
+    assert (results / "logs" / "20261207T1200_check12.log").read_text() == "ran in OUT/sub and OUT\n"  # no folder of this machine
+    assert (results / "logs" / "20261207T1200_linear_host.txt").read_text() == "20 us\n"
+    again = device_runs.file_run(str(out), str(results), "20261207T1200", "decode12")
+    left = [why for src, _, why in again if src.endswith("check12.log")]
+    assert left == ["results/logs/20261207T1200_check12.log exists: left"]
+    assert device_runs.next_run_number(str(results)) == 59  # the second filing took 57 and 58
+
+
+def test_the_command_line_checks_the_stamp_and_reports_a_refused_file(tmp_path, capsys):
+    out = _out(tmp_path)
+    with pytest.raises(SystemExit):
+        device_runs.main([str(out), "--stamp", "2026-12-07", "--results", str(tmp_path / "results")])
+    assert device_runs.main([str(out), "--stamp", "20261207T1200", "--results", str(tmp_path / "results")]) == 1
+    printed = capsys.readouterr().out
+    assert "20261207T120100Z_bad.json: 1 record(s) with rel. error" in printed and "tune_256b/tune.json: A/B run 1" in printed
+    assert device_runs.next_run_number(str(tmp_path / "empty")) == 1
