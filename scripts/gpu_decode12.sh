@@ -28,7 +28,8 @@
 #   graphs the same inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the
 #          kernels cuBLAS runs there and where it led step 12 (scripts/cublas_kernels.py, records tagged cublas_kernels)
 #   graphs_prefetch  inside CUDA graphs at the 32 MB layer: W's first 8 or 32 K tiles into L2 before pdl's
-#          wait, against none and against no pdl (records of kind decode_graph_ab, tag decode_graph_prefetch)
+#          wait, against none, against no pdl and against K split in two (every SM streaming; records of kind
+#          decode_graph_ab, tag decode_graph_prefetch)
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
@@ -217,7 +218,7 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
 ;;
 graphs_prefetch)
 python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_prefetch \
-  --steps sm90/12 "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false" \
+  --steps sm90/12 "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false" "sm90/12:stream_k=true" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
