@@ -170,6 +170,33 @@ def test_pdl_figure_compares_runs_with_and_without_it():
     assert "No record yet" in _texts(mr.graph_pdl([]))
 
 
+def test_two_floors_are_the_models_beside_the_run():
+    """Each layer's panel: the bytes' and the MMAs' floors over every M of the decode run (the model, for the
+    run's config where recorded), and the recorded medians of step 12 and cuBLAS at the run's shapes only."""
+    from gemm_course.measure.sweep_shapes import DECODE12_LAYERS, DECODE12_MS
+    from gemm_course.teaching import decode_explorer as de
+
+    model = mr.two_floors([])
+    panels = [ax for ax in model.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [f"{n} x {k}" for n, k in DECODE12_LAYERS]
+    for ax, (n, k) in zip(panels, DECODE12_LAYERS):
+        styles = [line.get_linestyle() for line in ax.get_lines()]
+        assert styles == ["--", ":"]  # no run: the two floors alone
+        mma = ax.get_lines()[1].get_ydata()
+        want = [de.mma_floor_us(de.layout("sm90/12", m, n, k), hardware.H100_SXM) for m in DECODE12_MS]
+        assert list(mma) == pytest.approx(want)
+    assert "no decode run recorded yet" in model.caption
+    six = [ax for ax in model.axes if ax.get_title() == "6144 x 4096"][0]
+    assert six.get_lines()[1].get_ydata()[-1] > six.get_lines()[0].get_ydata()[-1]  # 256 tokens: MMAs pass the bytes
+    fig = mr.two_floors(decode12_records())
+    panel = [ax for ax in fig.axes if ax.get_title() == "4096 x 4096"][0]
+    measured = {line.get_label(): list(line.get_ydata()) for line in panel.get_lines() if line.get_linestyle() == "None"}
+    floor_ms = {m: GemmProblem(m, 4096, 4096).min_bytes / 3.0e12 * 1e3 for m in MS}
+    assert measured["sm90/12, measured"] == pytest.approx([floor_ms[m] / 0.88 * 1e3 for m in MS])
+    assert measured["cuBLAS, same rounds"] == pytest.approx([floor_ms[m] / 0.8 * 1e3 for m in MS])
+    assert "bytes at 3.00 TB/s" in panel.get_lines()[0].get_label() and GPU in fig.caption
+
+
 CASES = {
     "graph_pdl": lambda tmp_path: mr.graph_pdl(graph_records()),
     "rooflines": lambda tmp_path: mr.rooflines(mr.problems(MS, 4096, 4096)),
@@ -177,6 +204,8 @@ CASES = {
     "decode_bandwidth_empty": lambda tmp_path: mr.decode_bandwidth([]),
     "graph_times": lambda tmp_path: mr.graph_times(graph_records()),
     "graph_times_empty": lambda tmp_path: mr.graph_times([]),
+    "two_floors": lambda tmp_path: mr.two_floors(decode12_records()),
+    "two_floors_model": lambda tmp_path: mr.two_floors([]),
 }
 
 

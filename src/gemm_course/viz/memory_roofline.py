@@ -11,7 +11,8 @@
 * :func:`decode_bandwidth`, :func:`graph_times`, :func:`decode_table`: those records drawn and
   tabulated, each saying "no record yet" until the run exists;
 * :func:`cublas_wins`: where cuBLAS was faster, step 12's launch beside the kernel cuBLAS ran
-  (records of kind ``cublas_kernels``).
+  (records of kind ``cublas_kernels``); :func:`two_floors`: the model's two floors per layer and M
+  beside the measured times.
 
 Named ``memory_roofline``, not ``roofline``: :func:`gemm_course.viz.roofline` is the compute
 roofline's figure, and a submodule of that name would replace it on the package once imported.
@@ -353,6 +354,64 @@ def decode_table(records: Sequence[dict], arch: str = "sm90") -> str:
             again = f"{geomean(reversed_):.3f} ({len(reversed_)} shapes)" if reversed_ else "-"
             rows.append(f"| {m} | {len(these)} | {step} | {geomean(ratios):.3f} | {min(ratios):.3f} | {shares} | {again} |")
     return "\n".join(rows) + f"\n\n{provenance(runs[0])}."
+
+
+def two_floors(records: Sequence[dict], card: Optional[hardware.Card] = None,
+               title: str = "Two floors per layer: W's bytes and the busiest CTA's MMAs") -> Figure:
+    """Per layer of the decode run (``sweep_shapes.DECODE12_LAYERS``), a panel over M: the model's two
+    floors for step 12's launch, its bytes at the copy bandwidth and its busiest CTA's MMAs at the
+    card's product rate per SM (``teaching.decode_explorer``), beside the newest decode run's median
+    times of ``sm90/12`` and cuBLAS where recorded. The launch is the recorded run's config where there
+    is one, else today's ``config_for``; the card and copy bandwidth are the run's (an H100 SXM and its
+    measured copy without a run)."""
+    from ..measure.sweep_shapes import DECODE12_LAYERS, DECODE12_MS
+    from ..runtime import ladder
+    from ..teaching.decode_explorer import layout, mma_floor_us
+
+    runs = {shape_of(r): r for r in decode_runs(records, steps=("sm90/12",))}
+    first = next(iter(runs.values()), None)
+    card = card or (hardware.card(first.get("gpu")) if first else None) or hardware.H100_SXM
+    copy = (_copy(list(runs.values())) if runs else None) or card.measured_copy_tb_s
+    step = ladder.get("sm90/12")
+    fig = new_figure(PAGE_WIDTH, 5.6)
+    axes = fig.subplots(2, 3).ravel()
+    xs = list(range(len(DECODE12_MS)))
+    for ax, (n, k) in zip(axes, DECODE12_LAYERS):
+        bytes_us, mma_us, ours, theirs = [], [], {}, {}
+        for i, m in enumerate(DECODE12_MS):
+            r = runs.get((m, n, k))
+            config = _record_config(r) if r else step.config_for(GemmProblem(m, n, k))
+            lay = layout("sm90/12", m, n, k, config=config)
+            bytes_us.append((GemmProblem(m, n, k).min_bytes + lay.partial_bytes) / (copy * 1e12) * 1e6)
+            mma_us.append(mma_floor_us(lay, card))
+            if r:
+                ours[i], theirs[i] = r["time_ms"]["median"] * 1e3, r["cublas_time_ms"]["median"] * 1e3
+        ax.plot(xs, bytes_us, "--", color="grey", linewidth=1.5, label=f"bytes at {copy:.2f} TB/s (model)")
+        ax.plot(xs, mma_us, ":", color=CTA_COLORS[1], linewidth=2.0, label="busiest CTA's MMAs (model)")
+        if ours:
+            ax.plot(list(ours), list(ours.values()), "o", color=STEP_COLORS["sm90/12"], markersize=5, label="sm90/12, measured")
+            ax.plot(list(theirs), list(theirs.values()), "x", color=STEP_COLORS["cuBLAS"], markersize=6,
+                    label="cuBLAS, same rounds")
+        ax.set_title(f"{n} x {k}", fontsize=TEXT_PT + 1)
+        ax.set_xticks(xs, [str(m) for m in DECODE12_MS], fontsize=TEXT_PT)
+        ax.tick_params(axis="y", labelsize=TEXT_PT)
+        ax.set_ylim(0, max(bytes_us + mma_us + list(ours.values()) + list(theirs.values())) * 1.1)
+        ax.grid(True, axis="y", alpha=0.25)
+    for ax in axes[3:5]:
+        ax.set_xlabel("M (tokens)", fontsize=TEXT_PT)
+    for ax in axes[::3]:
+        ax.set_ylabel("us", fontsize=TEXT_PT)
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[-1].axis("off")
+    axes[-1].legend(handles, labels, fontsize=TEXT_PT, loc="center", frameon=False)
+    fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    where = provenance(first) if first else "no decode run recorded yet: the model alone, for today's config_for"
+    return set_caption(fig, f"A model and, where recorded, a measurement. Per layer (N x K) and M, the launch step 12 "
+                            f"ran (else picks today): its bytes, W, x and y once plus any partial sums, at the copy "
+                            f"bandwidth, and its busiest CTA's MMAs at the {card.name}'s measured product rate "
+                            f"({card.measured_bf16_tflops:g} TFLOP/s) shared by its {card.sms} SMs. Where the dotted line "
+                            f"passes the dashed one, the launch is bound by its MMAs, not by W. Times {where}.",
+                       alt="Small multiples of model floors and measured times per M")
 
 
 def _record_config(record: dict):
