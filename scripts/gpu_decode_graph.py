@@ -30,8 +30,10 @@ import torch
 from cuda.bindings import driver as cuda
 
 from gemm_course.measure import bench, records, stopping
-from gemm_course.runtime import ladder, run
+from gemm_course.runtime import run
 from gemm_course.runtime.problem import GemmProblem, make_inputs, reference, relative_error
+
+import gpu_tune
 
 
 def graph_ms(calls: list, launches: int, replays: int) -> float:
@@ -41,18 +43,10 @@ def graph_ms(calls: list, launches: int, replays: int) -> float:
 
 
 def step_config(spec: str, problem: GemmProblem):
-    """(step, config) for ``spec``: ``key`` (the step's choice) or ``key:field=value,...`` (those fields changed)."""
-    key, _, fields = spec.partition(":")
-    step = ladder.get(key)
-    config = step.config_for(problem)
-    if fields:
-        changes = step.parse_config(fields.split(","))  # typed and checked
-        config = dataclasses.replace(config, **{f.partition("=")[0]: getattr(changes, f.partition("=")[0])
-                                                for f in fields.split(",")})
-        ok, why = step.check_config(config)
-        if not ok:
-            raise SystemExit(f"{spec} on {problem.label}: {why}")
-    return step, config
+    """(step, config) for ``spec`` as ``gpu_tune.py`` reads a variant: ``key`` (the step's choice for
+    ``problem``) or ``key:field=value,...`` (those fields changed, typed and checked)."""
+    step, changes = gpu_tune.variant(spec)
+    return step, gpu_tune.config_on(step, changes, problem)
 
 
 def measure(spec: str, problem: GemmProblem, rounds: int, launches: int, replays: int, copy: float, seed: int,
