@@ -197,6 +197,41 @@ def test_two_floors_are_the_models_beside_the_run():
     assert "bytes at 3.00 TB/s" in panel.get_lines()[0].get_label() and GPU in fig.caption
 
 
+def _pairs_run(tmp_path):
+    """A synthetic A/B file as scripts/gpu_tune.py writes it: rows with their configs, at M = 128 and 256."""
+    import gzip
+    import json
+
+    def row(shape, tile_n, cm, cn, ratio, stream_k=False, stages=13):
+        return {"shape": shape, "variant": "x", "ratio_to_cublas": ratio, "median_ms": 0.02,
+                "config": {"swap_ab": True, "tile_m": 64, "tile_n": tile_n, "cluster_m": cm, "cluster_n": cn,
+                           "stream_k": stream_k, "stages": stages}}
+
+    rows = []
+    for shape, base in (("128x4096x4096", 0.9), ("128x2048x8192", 0.8)):
+        rows += [row(shape, 128, 1, 1, base, stages=9), row(shape, 128, 1, 1, 0.1, stages=9), row(shape, 64, 1, 1, base + 0.02),
+                 row(shape, 64, 2, 1, base + 0.04), row(shape, 64, 1, 2, base + 0.1), row(shape, 64, 1, 1, 0.2, stream_k=True)]
+    rows.append(row("256x4096x4096", 128, 1, 2, 0.3))  # another M: left out
+    folder = tmp_path / "results" / "tuning"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "tune_run99_pairs.json.gz", "wt") as f:
+        json.dump({"env": {"gpu": GPU, "driver": "580", "torch": "2.11", "cutlass_dsl": "4.8.1"}, "rows": rows}, f)
+    return str(tmp_path / "results")
+
+
+def test_the_pairs_ab_draws_each_sharing_from_its_recorded_config(tmp_path):
+    fig = mr.pairs_ab(_pairs_run(tmp_path), run="tune_run99_pairs")
+    ax = fig.axes[0]
+    bars = [round(p.get_height(), 3) for p in ax.patches]
+    assert bars == [0.9, 0.8, 0.92, 0.82, 0.94, 0.84, 1.0, 0.9]  # per kind, both layers: the first row of a config, no split K
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[1:] == ["one CTA, all tokens", "two CTAs, nothing shared", "two W tiles share x (2 x 1)",
+                          "a pair shares W (1 x 2)"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4096 x 4096", "2048 x 8192"]
+    assert "one CTA, all tokens 9; two CTAs, nothing shared 13" in fig.caption and GPU in fig.caption
+    assert "No A/B run" in _texts(mr.pairs_ab(str(tmp_path / "none"), run="tune_run99_pairs"))
+
+
 CASES = {
     "graph_pdl": lambda tmp_path: mr.graph_pdl(graph_records()),
     "rooflines": lambda tmp_path: mr.rooflines(mr.problems(MS, 4096, 4096)),
@@ -206,6 +241,7 @@ CASES = {
     "graph_times_empty": lambda tmp_path: mr.graph_times([]),
     "two_floors": lambda tmp_path: mr.two_floors(decode12_records()),
     "two_floors_model": lambda tmp_path: mr.two_floors([]),
+    "pairs_ab": lambda tmp_path: mr.pairs_ab(_pairs_run(tmp_path), run="tune_run99_pairs"),
 }
 
 

@@ -12,7 +12,7 @@
   tabulated, each saying "no record yet" until the run exists;
 * :func:`cublas_wins`: where cuBLAS was faster, step 12's launch beside the kernel cuBLAS ran
   (records of kind ``cublas_kernels``); :func:`two_floors`: the model's two floors per layer and M
-  beside the measured times.
+  beside the measured times; :func:`pairs_ab`: the A/B behind the token-tile pairs.
 
 Named ``memory_roofline``, not ``roofline``: :func:`gemm_course.viz.roofline` is the compute
 roofline's figure, and a submodule of that name would replace it on the package once imported.
@@ -412,6 +412,55 @@ def two_floors(records: Sequence[dict], card: Optional[hardware.Card] = None,
                             f"({card.measured_bf16_tflops:g} TFLOP/s) shared by its {card.sms} SMs. Where the dotted line "
                             f"passes the dashed one, the launch is bound by its MMAs, not by W. Times {where}.",
                        alt="Small multiples of model floors and measured times per M")
+
+
+PAIRS_AB_RUN = "tune_run51_decode12_pairs_256"  # the A/B behind pair_tile_m at 128 tokens (NOTES.md)
+
+
+def pairs_ab(results_dir: Optional[str] = None, run: str = PAIRS_AB_RUN, m: int = 128,
+             title: str = "128 tokens over 64-row tiles of W: who shares what") -> Figure:
+    """The A/B behind step 12's token-tile pairs (``results/tuning/RUN.json.gz``): per layer at ``m``
+    tokens, the ratio to cuBLAS of the swapped 64-row tile with all tokens in one CTA, with half of them
+    in each of two CTAs sharing nothing, sharing x by multicast (2 x 1) and sharing W (1 x 2, the pair),
+    K whole; each row labelled by the config it recorded. A message without the file."""
+    from ..measure.records import load_tuning
+
+    tune = load_tuning(run, results_dir)
+    if tune is None:
+        return message_figure(f"No A/B run {run} under results/tuning/.", "The pairs' A/B: not recorded here.")
+    kinds = {(m, 1, 1): "one CTA, all tokens", (m // 2, 1, 1): "two CTAs, nothing shared",
+             (m // 2, 2, 1): "two W tiles share x (2 x 1)", (m // 2, 1, 2): "a pair shares W (1 x 2)"}
+    ratios: dict = {label: {} for label in kinds.values()}
+    stages: dict = {label: set() for label in kinds.values()}
+    for r in tune["rows"]:
+        c = r.get("config") or {}
+        label = kinds.get((c.get("tile_n"), c.get("cluster_m"), c.get("cluster_n")))
+        if (label and c.get("swap_ab") and c.get("tile_m") == 64 and not c.get("stream_k")
+                and r["shape"].startswith(f"{m}x")):
+            ratios[label].setdefault(r["shape"], r["ratio_to_cublas"])  # the first row of a config per shape
+            stages[label].add(c.get("stages"))
+    shapes = list(dict.fromkeys(sh for values in ratios.values() for sh in values))
+    fig = new_figure(PAGE_WIDTH, 3.8)
+    ax = fig.add_subplot()
+    width = 0.8 / len(kinds)
+    for j, (label, values) in enumerate(ratios.items()):
+        xs = [i + (j - (len(kinds) - 1) / 2) * width for i, sh in enumerate(shapes) if sh in values]
+        ax.bar(xs, [values[sh] for sh in shapes if sh in values], width, color=CTA_COLORS[j], label=label)
+    ax.axhline(1.0, color=STEP_COLORS["cuBLAS"], linewidth=1.3, label="cuBLAS, same rounds")
+    ax.set_xticks(range(len(shapes)), [sh.split("x", 1)[1].replace("x", " x ") for sh in shapes], fontsize=TEXT_PT)
+    ax.set_xlabel(f"layer (N x K) at M = {m}")
+    ax.set_ylabel("cuBLAS time / this time")
+    ax.set_ylim(0.5, 1.25)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=3, frameon=False)
+    env = tune.get("env", {})
+    return set_caption(fig, f"An A/B run: each variant checked against float32, then timed interleaved with cuBLAS, "
+                            f"weights rotated out of L2; swapped 64-row tiles of W, K whole; stages: "
+                            f"{'; '.join(f'{label} {sorted(v)[0]}' for label, v in stages.items() if len(v) == 1)}. "
+                            f"On {env.get('gpu')}, driver {env.get('driver')}, "
+                            f"torch {env.get('torch')}, cutlass-dsl {env.get('cutlass_dsl')} "
+                            f"(results/tuning/{run}.json.gz).", alt="Grouped bars of ratio to cuBLAS per layer")
 
 
 def _record_config(record: dict):
