@@ -57,6 +57,8 @@ def test_the_table_lists_the_shapes_cublas_led_beyond_the_noise_slowest_first():
     assert "112 x 128, 7 x 64, 2 x 1, K whole" in lines[1] and "not listed" in lines[0]
     assert "1 more shapes at 0.97 to 1" in table  # 16 x 4096 x 4096 at 0.99: within the noise
     assert "W rows x tokens" in table.splitlines()[0]
+    assert "cuBLAS's kernels: results/x/20261207T030000Z_cublas_kernels.json." in table
+    assert "No record yet of cuBLAS's kernels" in mr.cublas_wins(run, [])
     assert "cuBLAS was faster by more than 3% on no shape" in mr.cublas_wins(run[2:], [])
     assert "No record yet" in mr.cublas_wins([], [])
 

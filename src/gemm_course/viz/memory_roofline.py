@@ -515,7 +515,9 @@ def cublas_wins(records: Sequence[dict], kernel_records: Sequence[dict]) -> str:
         theirs = cublas_kernels.summary(cublas_kernels.main_kernel(found["kernels"])) if found else "not listed"
         rows.append(f"| {'x'.join(map(str, shape))} | {r['ratio_to_cublas']:.3f} | {times} | {ours} | "
                     f"{bytes_us:.1f}, {mma_floor_us(lay, card):.1f} | {theirs} |")
-    kernels_from = f" cuBLAS's kernels: {', '.join(sorted(files))}." if files else ""
+    kernels_from = (f" cuBLAS's kernels: {', '.join(sorted(files))}." if files else
+                    " No record yet of cuBLAS's kernels on this GPU at these shapes (`scripts/cublas_kernels.py --out`, "
+                    "which `scripts/gpu_decode12.sh`'s graphs phase runs).")
     return "\n".join(rows) + (f"\n\n{close} more shapes at {BEHIND} to 1. The timings: {provenance(runs[0])}. The MMA "
                               f"floor takes {card.name}'s measured product rate, {card.measured_bf16_tflops:g} TFLOP/s, "
                               f"shared by its {card.sms} SMs.{kernels_from}")
