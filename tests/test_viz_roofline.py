@@ -232,6 +232,29 @@ def test_the_pairs_ab_draws_each_sharing_from_its_recorded_config(tmp_path):
     assert "No A/B run" in _texts(mr.pairs_ab(str(tmp_path / "none"), run="tune_run99_pairs"))
 
 
+def test_the_split_ab_compares_the_rule_then_with_k_whole(tmp_path):
+    import gzip
+    import json
+
+    def row(shape, variant, tile_m, split, ratio):
+        return {"shape": shape, "variant": variant, "ratio_to_cublas": ratio, "median_ms": 0.02,
+                "config": {"tile_m": tile_m, "tile_n": 16, "stream_k": split, "stages": 16}}
+
+    rows = [row("16x4096x4096", "sm90/12", 64, True, 0.99), row("16x4096x4096", "sm90/12:stream_k=false", 64, False, 1.05),
+            row("16x4096x4096", "sm90/12:max_parts=8", 64, True, 0.5), row("16x1024x4096", "sm90/12", 64, True, 1.01),
+            row("16x1024x4096", "sm90/12:stream_k=false", 64, False, 0.95),
+            row("16x14336x4096", "sm90/12", 128, True, 0.3), row("1x4096x4096", "sm90/12", 64, True, 0.2)]
+    folder = tmp_path / "results" / "tuning"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "tune_run98_split.json.gz", "wt") as f:
+        json.dump({"env": {"gpu": GPU}, "rows": rows}, f)
+    fig = mr.split_ab(str(tmp_path / "results"), run="tune_run98_split")
+    ax = fig.axes[0]
+    assert [round(p.get_height(), 3) for p in ax.patches] == [0.99, 1.01, 1.05, 0.95]  # split, then whole; 64-row, M = 16
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4096 x 4096", "1024 x 4096"]
+    assert "No A/B run" in _texts(mr.split_ab(str(tmp_path / "none"), run="tune_run98_split"))
+
+
 CASES = {
     "graph_pdl": lambda tmp_path: mr.graph_pdl(graph_records()),
     "rooflines": lambda tmp_path: mr.rooflines(mr.problems(MS, 4096, 4096)),
@@ -242,6 +265,7 @@ CASES = {
     "two_floors": lambda tmp_path: mr.two_floors(decode12_records()),
     "two_floors_model": lambda tmp_path: mr.two_floors([]),
     "pairs_ab": lambda tmp_path: mr.pairs_ab(_pairs_run(tmp_path), run="tune_run99_pairs"),
+    "split_ab": lambda tmp_path: mr.split_ab(),
 }
 
 

@@ -12,7 +12,8 @@
   tabulated, each saying "no record yet" until the run exists;
 * :func:`cublas_wins`: where cuBLAS was faster, step 12's launch beside the kernel cuBLAS ran
   (records of kind ``cublas_kernels``); :func:`two_floors`: the model's two floors per layer and M
-  beside the measured times; :func:`pairs_ab`: the A/B behind the token-tile pairs.
+  beside the measured times; :func:`pairs_ab`, :func:`split_ab`: the A/Bs behind the token-tile
+  pairs and the whole K.
 
 Named ``memory_roofline``, not ``roofline``: :func:`gemm_course.viz.roofline` is the compute
 roofline's figure, and a submodule of that name would replace it on the package once imported.
@@ -415,6 +416,40 @@ def two_floors(records: Sequence[dict], card: Optional[hardware.Card] = None,
 
 
 PAIRS_AB_RUN = "tune_run51_decode12_pairs_256"  # the A/B behind pair_tile_m at 128 tokens (NOTES.md)
+SPLIT_AB_RUN = "tune_run47_decode12_few_tokens"  # the A/B behind splits_k at 16 tokens (NOTES.md)
+
+
+def _ab_bars(tune: dict, run: str, series: dict, title: str, xlabel: str, what: str) -> Figure:
+    """Grouped bars of an A/B run: per shape, the ratio to cuBLAS of the first row each of ``series``'
+    predicates (``{label: row -> bool}``) takes, and the stages those rows' configs recorded."""
+    ratios: dict = {label: {} for label in series}
+    stages: dict = {label: set() for label in series}
+    for r in tune["rows"]:
+        for label, takes in series.items():
+            if takes(r) and r["shape"] not in ratios[label]:
+                ratios[label][r["shape"]] = r["ratio_to_cublas"]
+                stages[label].add((r.get("config") or {}).get("stages"))
+    shapes = list(dict.fromkeys(r["shape"] for r in tune["rows"] if any(r["shape"] in v for v in ratios.values())))
+    fig = new_figure(PAGE_WIDTH, 3.8)
+    ax = fig.add_subplot()
+    width = 0.8 / len(series)
+    for j, (label, values) in enumerate(ratios.items()):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i, sh in enumerate(shapes) if sh in values]
+        ax.bar(xs, [values[sh] for sh in shapes if sh in values], width, color=CTA_COLORS[j], label=label)
+    ax.axhline(1.0, color=STEP_COLORS["cuBLAS"], linewidth=1.3, label="cuBLAS, same rounds")
+    ax.set_xticks(range(len(shapes)), [sh.split("x", 1)[1].replace("x", " x ") for sh in shapes], fontsize=TEXT_PT)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("cuBLAS time / this time")
+    ax.set_ylim(0.5, 1.25)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=3, frameon=False)
+    env = tune.get("env", {})
+    staged = "; ".join(f"{label} {sorted(v)[0]}" for label, v in stages.items() if len(v) == 1)
+    return set_caption(fig, f"An A/B run: each variant checked against float32, then timed interleaved with cuBLAS, "
+                            f"weights rotated out of L2; {what}; stages: {staged}. On {env.get('gpu')}, driver "
+                            f"{env.get('driver')}, torch {env.get('torch')}, cutlass-dsl {env.get('cutlass_dsl')} "
+                            f"(results/tuning/{run}.json.gz).", alt="Grouped bars of ratio to cuBLAS per layer")
 
 
 def pairs_ab(results_dir: Optional[str] = None, run: str = PAIRS_AB_RUN, m: int = 128,
@@ -428,39 +463,40 @@ def pairs_ab(results_dir: Optional[str] = None, run: str = PAIRS_AB_RUN, m: int 
     tune = load_tuning(run, results_dir)
     if tune is None:
         return message_figure(f"No A/B run {run} under results/tuning/.", "The pairs' A/B: not recorded here.")
-    kinds = {(m, 1, 1): "one CTA, all tokens", (m // 2, 1, 1): "two CTAs, nothing shared",
-             (m // 2, 2, 1): "two W tiles share x (2 x 1)", (m // 2, 1, 2): "a pair shares W (1 x 2)"}
-    ratios: dict = {label: {} for label in kinds.values()}
-    stages: dict = {label: set() for label in kinds.values()}
-    for r in tune["rows"]:
-        c = r.get("config") or {}
-        label = kinds.get((c.get("tile_n"), c.get("cluster_m"), c.get("cluster_n")))
-        if (label and c.get("swap_ab") and c.get("tile_m") == 64 and not c.get("stream_k")
-                and r["shape"].startswith(f"{m}x")):
-            ratios[label].setdefault(r["shape"], r["ratio_to_cublas"])  # the first row of a config per shape
-            stages[label].add(c.get("stages"))
-    shapes = list(dict.fromkeys(sh for values in ratios.values() for sh in values))
-    fig = new_figure(PAGE_WIDTH, 3.8)
-    ax = fig.add_subplot()
-    width = 0.8 / len(kinds)
-    for j, (label, values) in enumerate(ratios.items()):
-        xs = [i + (j - (len(kinds) - 1) / 2) * width for i, sh in enumerate(shapes) if sh in values]
-        ax.bar(xs, [values[sh] for sh in shapes if sh in values], width, color=CTA_COLORS[j], label=label)
-    ax.axhline(1.0, color=STEP_COLORS["cuBLAS"], linewidth=1.3, label="cuBLAS, same rounds")
-    ax.set_xticks(range(len(shapes)), [sh.split("x", 1)[1].replace("x", " x ") for sh in shapes], fontsize=TEXT_PT)
-    ax.set_xlabel(f"layer (N x K) at M = {m}")
-    ax.set_ylabel("cuBLAS time / this time")
-    ax.set_ylim(0.5, 1.25)
-    ax.grid(True, axis="y", alpha=0.25)
-    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=3, frameon=False)
-    env = tune.get("env", {})
-    return set_caption(fig, f"An A/B run: each variant checked against float32, then timed interleaved with cuBLAS, "
-                            f"weights rotated out of L2; swapped 64-row tiles of W, K whole; stages: "
-                            f"{'; '.join(f'{label} {sorted(v)[0]}' for label, v in stages.items() if len(v) == 1)}. "
-                            f"On {env.get('gpu')}, driver {env.get('driver')}, "
-                            f"torch {env.get('torch')}, cutlass-dsl {env.get('cutlass_dsl')} "
-                            f"(results/tuning/{run}.json.gz).", alt="Grouped bars of ratio to cuBLAS per layer")
+
+    def kind(tile_n, cm, cn):
+        def takes(r):
+            c = r.get("config") or {}
+            return (r["shape"].startswith(f"{m}x") and c.get("swap_ab") and c.get("tile_m") == 64
+                    and not c.get("stream_k") and (c.get("tile_n"), c.get("cluster_m"), c.get("cluster_n")) == (tile_n, cm, cn))
+        return takes
+
+    series = {"one CTA, all tokens": kind(m, 1, 1), "two CTAs, nothing shared": kind(m // 2, 1, 1),
+              "two W tiles share x (2 x 1)": kind(m // 2, 2, 1), "a pair shares W (1 x 2)": kind(m // 2, 1, 2)}
+    return _ab_bars(tune, run, series, title, f"layer (N x K) at M = {m}", "swapped 64-row tiles of W, K whole")
+
+
+def split_ab(results_dir: Optional[str] = None, run: str = SPLIT_AB_RUN, m: int = 16,
+             title: str = "16 tokens over 64-row tiles of W: K split or whole") -> Figure:
+    """The A/B behind ``splits_k`` (``results/tuning/RUN.json.gz``): per layer at ``m`` tokens, step 12's
+    64-row swapped tile with K cut into parts by the stream-K schedule (the variant ``sm90/12``, the rule
+    then) against K whole (``sm90/12:stream_k=false``); each row's config recorded. A message without
+    the file."""
+    from ..measure.records import load_tuning
+
+    tune = load_tuning(run, results_dir)
+    if tune is None:
+        return message_figure(f"No A/B run {run} under results/tuning/.", "The split's A/B: not recorded here.")
+
+    def kind(variant, split):
+        def takes(r):
+            c = r.get("config") or {}
+            return (r["variant"] == variant and r["shape"].startswith(f"{m}x") and c.get("tile_m") == 64
+                    and bool(c.get("stream_k")) == split)
+        return takes
+
+    series = {"K split into parts": kind("sm90/12", True), "K whole": kind("sm90/12:stream_k=false", False)}
+    return _ab_bars(tune, run, series, title, f"layer (N x K) at M = {m}", f"swapped 64 x {m} tiles of W")
 
 
 def _record_config(record: dict):
