@@ -255,6 +255,31 @@ def test_the_split_ab_compares_the_rule_then_with_k_whole(tmp_path):
     assert "No A/B run" in _texts(mr.split_ab(str(tmp_path / "none"), run="tune_run98_split"))
 
 
+def test_the_pdl_ab_pairs_rows_by_their_recorded_pdl(tmp_path):
+    """Per shape: one launch at a time (median time without over with) and back to back (the burst's rate
+    with over without); rows paired by the config each recorded, whichever variant name carried it."""
+    import gzip
+    import json
+
+    def row(shape, variant, pdl, median, seed):
+        return {"shape": shape, "variant": variant, "median_ms": median, "seed_tflops": seed, "ratio_to_cublas": 1.0,
+                "config": {"pdl": pdl}}
+
+    rows = [row("16x4096x4096", "sm90/12", False, 0.020, 100.0), row("16x4096x4096", "sm90/12:pdl=true", True, 0.019, 125.0),
+            row("16x4096x4096", "sm90/12:max_parts=8", True, 0.5, 1.0),  # another variant: not the A/B
+            row("1x1024x4096", "sm90/12", True, 0.010, 90.0), row("1x1024x4096", "sm90/12:pdl=false", False, 0.010, 60.0),
+            row("16x14336x4096", "sm90/12", False, 0.04, 50.0)]  # no pair: left out
+    folder = tmp_path / "results" / "tuning"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "tune_run97_pdl.json.gz", "wt") as f:
+        json.dump({"env": {"gpu": GPU}, "rows": rows}, f)
+    fig = mr.pdl_ab(str(tmp_path / "results"), run="tune_run97_pdl")
+    heights = [round(p.get_height(), 3) for p in fig.axes[0].patches]
+    assert heights == [round(0.020 / 0.019, 3), 1.0, 1.25, 1.5]  # per launch for both shapes, then back to back
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["M = 16\n4096x4096", "M = 1\n1024x4096"]
+    assert "No A/B run" in _texts(mr.pdl_ab(str(tmp_path / "none"), run="tune_run97_pdl"))
+
+
 CASES = {
     "graph_pdl": lambda tmp_path: mr.graph_pdl(graph_records()),
     "rooflines": lambda tmp_path: mr.rooflines(mr.problems(MS, 4096, 4096)),
@@ -266,6 +291,7 @@ CASES = {
     "two_floors_model": lambda tmp_path: mr.two_floors([]),
     "pairs_ab": lambda tmp_path: mr.pairs_ab(_pairs_run(tmp_path), run="tune_run99_pairs"),
     "split_ab": lambda tmp_path: mr.split_ab(),
+    "pdl_ab": lambda tmp_path: mr.pdl_ab(),
 }
 
 

@@ -13,7 +13,7 @@
 * :func:`cublas_wins`: where cuBLAS was faster, step 12's launch beside the kernel cuBLAS ran
   (records of kind ``cublas_kernels``); :func:`two_floors`: the model's two floors per layer and M
   beside the measured times; :func:`pairs_ab`, :func:`split_ab`: the A/Bs behind the token-tile
-  pairs and the whole K.
+  pairs and the whole K; :func:`pdl_ab`: the early launch per launch and back to back.
 
 Named ``memory_roofline``, not ``roofline``: :func:`gemm_course.viz.roofline` is the compute
 roofline's figure, and a submodule of that name would replace it on the package once imported.
@@ -497,6 +497,48 @@ def split_ab(results_dir: Optional[str] = None, run: str = SPLIT_AB_RUN, m: int 
 
     series = {"K split into parts": kind("sm90/12", True), "K whole": kind("sm90/12:stream_k=false", False)}
     return _ab_bars(tune, run, series, title, f"layer (N x K) at M = {m}", f"swapped 64 x {m} tiles of W")
+
+
+PDL_AB_RUN = "tune_run49_decode12_pdl"  # the A/B behind pdl on by default (NOTES.md)
+PDL_VARIANTS = ("sm90/12", "sm90/12:pdl=true", "sm90/12:pdl=false")
+
+
+def pdl_ab(results_dir: Optional[str] = None, run: str = PDL_AB_RUN,
+           title: str = "The next kernel launched early (pdl): per launch and back to back") -> Figure:
+    """The A/B behind ``pdl`` (``results/tuning/RUN.json.gz``): per shape, how much faster step 12 ran
+    with programmatic dependent launch than without (each row's recorded config says which), one launch
+    at a time (the median of single launches) and back to back (the mean of a burst of launches, the
+    seed's protocol), weights rotated out of L2 in both. A message without the file."""
+    from ..measure.records import load_tuning
+
+    tune = load_tuning(run, results_dir)
+    if tune is None:
+        return message_figure(f"No A/B run {run} under results/tuning/.", "The early launch's A/B: not recorded here.")
+    rows: dict = {}
+    for r in tune["rows"]:
+        if r["variant"] in PDL_VARIANTS and r.get("config") is not None:
+            rows.setdefault((r["shape"], bool(r["config"].get("pdl"))), r)
+    shapes = [sh for sh in dict.fromkeys(r["shape"] for r in tune["rows"]) if (sh, True) in rows and (sh, False) in rows]
+    single = [rows[sh, False]["median_ms"] / rows[sh, True]["median_ms"] for sh in shapes]
+    burst = [rows[sh, True]["seed_tflops"] / rows[sh, False]["seed_tflops"] for sh in shapes]
+    fig = new_figure(PAGE_WIDTH, 3.6)
+    ax = fig.add_subplot()
+    xs = np.arange(len(shapes))
+    ax.bar(xs - 0.2, single, 0.4, color=CTA_COLORS[0], label="one launch at a time (median)")
+    ax.bar(xs + 0.2, burst, 0.4, color=CTA_COLORS[1], label="launches back to back (mean of a burst)")
+    ax.axhline(1.0, color="grey", linewidth=1.2)
+    ax.set_xticks(xs, [f"M = {sh.split('x')[0]}\n{sh.split('x', 1)[1]}" for sh in shapes], fontsize=TEXT_PT)
+    ax.set_xlabel("tokens, and the layer (N x K)")
+    ax.set_ylabel("time without pdl / with it")
+    ax.set_ylim(0.9, max(burst + single + [1.0]) * 1.05)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", frameon=False)
+    env = tune.get("env", {})
+    return set_caption(fig, f"An A/B run of step 12 with and without pdl (each row's recorded config), every variant "
+                            f"checked against float32 first, weights rotated out of L2. On {env.get('gpu')}, driver "
+                            f"{env.get('driver')}, torch {env.get('torch')}, cutlass-dsl {env.get('cutlass_dsl')} "
+                            f"(results/tuning/{run}.json.gz).", alt="Paired bars of speed-up per shape")
 
 
 def _record_config(record: dict):
