@@ -1,0 +1,140 @@
+"""The A/B runs behind step 12's rule, drawn for chapter 12 from ``results/tuning/NAME.json.gz``
+(``scripts/gpu_tune.py``: every variant checked against float32, then timed interleaved with cuBLAS):
+:func:`pairs_ab` (the token-tile pairs), :func:`split_ab` (K split or whole) and :func:`pdl_ab` (the
+next kernel launched early). Each row is labelled by the config it recorded; each figure says so
+when its file is absent. Re-exported by :mod:`gemm_course.viz.memory_roofline`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ._style import CTA_COLORS, CUBLAS, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
+
+PAIRS_AB_RUN = "tune_run51_decode12_pairs_256"  # the A/B behind pair_tile_m at 128 tokens (NOTES.md)
+SPLIT_AB_RUN = "tune_run47_decode12_few_tokens"  # the A/B behind splits_k at 16 tokens (NOTES.md)
+
+
+def _ab_bars(tune: dict, run: str, series: dict, title: str, xlabel: str, what: str) -> Figure:
+    """Grouped bars of an A/B run: per shape, the ratio to cuBLAS of the first row each of ``series``'
+    predicates (``{label: row -> bool}``) takes, and the stages those rows' configs recorded."""
+    ratios: dict = {label: {} for label in series}
+    stages: dict = {label: set() for label in series}
+    for r in tune["rows"]:
+        for label, takes in series.items():
+            if takes(r) and r["shape"] not in ratios[label]:
+                ratios[label][r["shape"]] = r["ratio_to_cublas"]
+                stages[label].add((r.get("config") or {}).get("stages"))
+    shapes = list(dict.fromkeys(r["shape"] for r in tune["rows"] if any(r["shape"] in v for v in ratios.values())))
+    fig = new_figure(PAGE_WIDTH, 3.8)
+    ax = fig.add_subplot()
+    width = 0.8 / len(series)
+    for j, (label, values) in enumerate(ratios.items()):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i, sh in enumerate(shapes) if sh in values]
+        ax.bar(xs, [values[sh] for sh in shapes if sh in values], width, color=CTA_COLORS[j], label=label)
+    ax.axhline(1.0, color=CUBLAS, linewidth=1.3, label="cuBLAS, same rounds")
+    ax.set_xticks(range(len(shapes)), [sh.split("x", 1)[1].replace("x", " x ") for sh in shapes], fontsize=TEXT_PT)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("cuBLAS time / this time")
+    ax.set_ylim(0.5, 1.25)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=3, frameon=False)
+    env = tune.get("env", {})
+    staged = "; ".join(f"{label} {sorted(v)[0]}" for label, v in stages.items() if len(v) == 1)
+    return set_caption(fig, f"An A/B run: each variant checked against float32, then timed interleaved with cuBLAS, "
+                            f"weights rotated out of L2; {what}; stages: {staged}. On {env.get('gpu')}, driver "
+                            f"{env.get('driver')}, torch {env.get('torch')}, cutlass-dsl {env.get('cutlass_dsl')} "
+                            f"(results/tuning/{run}.json.gz).", alt="Grouped bars of ratio to cuBLAS per layer")
+
+
+def pairs_ab(results_dir: Optional[str] = None, run: str = PAIRS_AB_RUN, m: int = 128,
+             title: str = "128 tokens over 64-row tiles of W: who shares what") -> Figure:
+    """The A/B behind step 12's token-tile pairs (``results/tuning/RUN.json.gz``): per layer at ``m``
+    tokens, the ratio to cuBLAS of the swapped 64-row tile with all tokens in one CTA, with half of them
+    in each of two CTAs sharing nothing, sharing x by multicast (2 x 1) and sharing W (1 x 2, the pair),
+    K whole; each row labelled by the config it recorded. A message without the file."""
+    from ..measure.records import load_tuning
+
+    tune = load_tuning(run, results_dir)
+    if tune is None:
+        return message_figure(f"No A/B run {run} under results/tuning/.", "The pairs' A/B: not recorded here.")
+
+    def kind(tile_n, cm, cn):
+        def takes(r):
+            c = r.get("config") or {}
+            return (r["shape"].startswith(f"{m}x") and c.get("swap_ab") and c.get("tile_m") == 64
+                    and not c.get("stream_k") and (c.get("tile_n"), c.get("cluster_m"), c.get("cluster_n")) == (tile_n, cm, cn))
+        return takes
+
+    series = {"one CTA, all tokens": kind(m, 1, 1), "two CTAs, nothing shared": kind(m // 2, 1, 1),
+              "two W tiles share x (2 x 1)": kind(m // 2, 2, 1), "a pair shares W (1 x 2)": kind(m // 2, 1, 2)}
+    return _ab_bars(tune, run, series, title, f"layer (N x K) at M = {m}", "swapped 64-row tiles of W, K whole")
+
+
+def split_ab(results_dir: Optional[str] = None, run: str = SPLIT_AB_RUN, m: int = 16,
+             title: str = "16 tokens over 64-row tiles of W: K split or whole") -> Figure:
+    """The A/B behind ``splits_k`` (``results/tuning/RUN.json.gz``): per layer at ``m`` tokens, step 12's
+    64-row swapped tile with K cut into parts by the stream-K schedule (the variant ``sm90/12``, the rule
+    then) against K whole (``sm90/12:stream_k=false``); each row's config recorded. A message without
+    the file."""
+    from ..measure.records import load_tuning
+
+    tune = load_tuning(run, results_dir)
+    if tune is None:
+        return message_figure(f"No A/B run {run} under results/tuning/.", "The split's A/B: not recorded here.")
+
+    def kind(variant, split):
+        def takes(r):
+            c = r.get("config") or {}
+            return (r["variant"] == variant and r["shape"].startswith(f"{m}x") and c.get("tile_m") == 64
+                    and bool(c.get("stream_k")) == split)
+        return takes
+
+    series = {"K split into parts": kind("sm90/12", True), "K whole": kind("sm90/12:stream_k=false", False)}
+    return _ab_bars(tune, run, series, title, f"layer (N x K) at M = {m}", f"swapped 64 x {m} tiles of W")
+
+
+PDL_AB_RUN = "tune_run49_decode12_pdl"  # the A/B behind pdl on by default (NOTES.md)
+PDL_VARIANTS = ("sm90/12", "sm90/12:pdl=true", "sm90/12:pdl=false")
+
+
+def pdl_ab(results_dir: Optional[str] = None, run: str = PDL_AB_RUN,
+           title: str = "The next kernel launched early (pdl): per launch and back to back") -> Figure:
+    """The A/B behind ``pdl`` (``results/tuning/RUN.json.gz``): per shape, how much faster step 12 ran
+    with programmatic dependent launch than without (each row's recorded config says which), one launch
+    at a time (the median of single launches) and back to back (the mean of a burst of launches, the
+    seed's protocol), weights rotated out of L2 in both. A message without the file."""
+    from ..measure.records import load_tuning
+
+    tune = load_tuning(run, results_dir)
+    if tune is None:
+        return message_figure(f"No A/B run {run} under results/tuning/.", "The early launch's A/B: not recorded here.")
+    rows: dict = {}
+    for r in tune["rows"]:
+        if r["variant"] in PDL_VARIANTS and r.get("config") is not None:
+            rows.setdefault((r["shape"], bool(r["config"].get("pdl"))), r)
+    shapes = [sh for sh in dict.fromkeys(r["shape"] for r in tune["rows"]) if (sh, True) in rows and (sh, False) in rows]
+    single = [rows[sh, False]["median_ms"] / rows[sh, True]["median_ms"] for sh in shapes]
+    burst = [rows[sh, True]["seed_tflops"] / rows[sh, False]["seed_tflops"] for sh in shapes]
+    fig = new_figure(PAGE_WIDTH, 3.6)
+    ax = fig.add_subplot()
+    xs = np.arange(len(shapes))
+    ax.bar(xs - 0.2, single, 0.4, color=CTA_COLORS[0], label="one launch at a time (median)")
+    ax.bar(xs + 0.2, burst, 0.4, color=CTA_COLORS[1], label="launches back to back (mean of a burst)")
+    ax.axhline(1.0, color="grey", linewidth=1.2)
+    ax.set_xticks(xs, [f"M = {sh.split('x')[0]}\n{sh.split('x', 1)[1]}" for sh in shapes], fontsize=TEXT_PT)
+    ax.set_xlabel("tokens, and the layer (N x K)")
+    ax.set_ylabel("time without pdl / with it")
+    ax.set_ylim(0.9, max(burst + single + [1.0]) * 1.05)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", frameon=False)
+    env = tune.get("env", {})
+    return set_caption(fig, f"An A/B run of step 12 with and without pdl (each row's recorded config), every variant "
+                            f"checked against float32 first, weights rotated out of L2. On {env.get('gpu')}, driver "
+                            f"{env.get('driver')}, torch {env.get('torch')}, cutlass-dsl {env.get('cutlass_dsl')} "
+                            f"(results/tuning/{run}.json.gz).", alt="Paired bars of speed-up per shape")
