@@ -418,7 +418,7 @@ def two_floors(records: Sequence[dict], card: Optional[hardware.Card] = None,
 
 
 def _record_config(record: dict):
-    """The step's frozen Config that ``record`` ran (fields the step no longer has are dropped)."""
+    """The step's frozen Config that ``record`` ran, keeping only the fields the step's Config has."""
     from ..runtime import ladder
 
     step = ladder.get(record["step"])
