@@ -175,6 +175,13 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_25
   "sm90/12:cluster_m=2" "$sw256,tile_m=64,stages=5" "$sw256,tile_m=128,stages=4" \
   --shapes 256x14336x4096 256x6144x4096 256x2048x8192 256x4096x4096 256x4096x14336 \
   2>&1 | tee "$out/tune_256b.log" | tail -40 || status=1
+# the same kernels with W left in L2 (32 MB layers fit the 50 MB): if step 12 takes as long as with W from HBM,
+# the bytes from L2 to the SMs or the MMAs bound it, not HBM
+python3 scripts/gpu_tune.py --rounds 5 --repeats 30 --out "$out/tune_256_warm" \
+  --what "M = 256, W left in L2 (no rotation): is HBM the bound?" \
+  sm90/12 "sm90/12:cluster_m=2" "$sw256,tile_m=128,stages=4" "$s11,tile_n=112,epi_n=16" \
+  --shapes 256x2048x8192 256x4096x4096 128x4096x4096 \
+  2>&1 | tee "$out/tune_256_warm.log" | tail -20 || status=1
 ;;
 chapter)
 # chapter 12 top to bottom on this GPU (its live cells included), with nbclient (the notebook tools'

@@ -128,13 +128,15 @@ def test_each_prepared_ab_names_variants_the_steps_take(tmp_path, phase):
     """Every variant of the A/B phases prepared for the next device run is a config its step accepts and
     takes at each of the phase's shapes (gpu_tune.py would stop at the first it refuses)."""
     gpu_tune = import_script("gpu_tune")
-    (argv,) = [argv for argv, _ in logged_commands(tmp_path, phase) if argv[0] == "scripts/gpu_tune.py"]
-    specs = [a for a in argv[1:] if a.startswith("sm")]
-    assert "sm90/12" in specs and len(specs) > 2
-    for spec in specs:
-        step, changes = gpu_tune.variant(spec)
-        for shape in cli._shapes(option(argv, "--shapes")):
-            takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))
+    runs = [argv for argv, _ in logged_commands(tmp_path, phase) if argv[0] == "scripts/gpu_tune.py"]
+    assert runs and len({tuple(option(argv, "--out")) for argv in runs}) == len(runs)  # none overwrites another's rows
+    for argv in runs:
+        specs = [a for a in argv[1:] if a.startswith("sm")]
+        assert "sm90/12" in specs and len(specs) > 2
+        for spec in specs:
+            step, changes = gpu_tune.variant(spec)
+            for shape in cli._shapes(option(argv, "--shapes")):
+                takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))
 
 
 def test_the_graph_ab_keeps_its_records_apart_from_the_chapters(tmp_path):
