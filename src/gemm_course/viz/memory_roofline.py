@@ -14,7 +14,10 @@
   (records of kind ``cublas_kernels``); :func:`two_floors`: the model's two floors per layer and M
   beside the measured times;
 * :func:`pairs_ab`, :func:`split_ab`, :func:`pdl_ab`: the A/B runs behind step 12's rule, from
-  ``results/tuning`` (:mod:`gemm_course.viz.memory_roofline_ab`, re-exported here).
+  ``results/tuning`` (:mod:`gemm_course.viz.memory_roofline_ab`, re-exported here);
+* :func:`launch_lines`, :func:`launch_table`, :func:`launch_figure`: each kernel's times over the
+  layers as a line, a fixed cost per launch plus the bytes at a rate (:mod:`gemm_course.viz.launch_lines`,
+  re-exported here).
 
 Named ``memory_roofline``, not ``roofline``: :func:`gemm_course.viz.roofline` is the compute
 roofline's figure, and a submodule of that name would replace it on the package once imported.
@@ -35,6 +38,7 @@ from .. import hardware
 from ..measure.records import geomean, provenance, shape_of
 from ..runtime.problem import GemmProblem
 from ._style import CTA_COLORS, CUBLAS, MEASURED, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
+from .launch_lines import launch_figure, launch_lines, launch_table  # noqa: F401  (re-exported)
 from .memory_roofline_ab import PAIRS_AB_RUN, PDL_AB_RUN, SPLIT_AB_RUN, pairs_ab, pdl_ab, split_ab  # noqa: F401  (re-exported)
 
 # A model's assumption, not a measurement: the time from a load's issue to its data in shared

@@ -1,0 +1,168 @@
+"""Time against bytes, a straight line per kernel (chapter 12): time = fixed + bytes / rate.
+
+At a few tokens every decode layer is W's bytes, so a kernel's median times over layers of different
+sizes fall on a line. Its slope is the rate the kernel streams at once it runs; where it meets zero
+bytes is what a launch costs whatever its size: the launch itself, filling the pipeline with the
+first loads (a DRAM latency), and the drain and the epilogue. Two kernels at the same ratio to the
+copy bandwidth can differ in either. Fitted by least squares over the newest decode run's records:
+
+* :func:`fit`: the line through (bytes, microseconds) points;
+* :func:`launch_lines`: per launch (:func:`~gemm_course.viz.memory_roofline.decode_runs`, weights rotated
+  out of L2) and inside CUDA graphs (:func:`~gemm_course.viz.memory_roofline.graph_runs`), a line per
+  provider over the shapes with at most ``max_m`` tokens;
+* :func:`launch_table`, :func:`launch_figure`: those lines as a table and drawn over their points.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..measure.records import shape_of
+from ._style import CTA_COLORS, CUBLAS, MEASURED, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
+
+MAX_M = 16  # tokens up to which a layer's bytes are W's alone, to within 1% at K = 4096
+SOURCES = ("per launch", "CUDA graph")
+
+
+class Line(NamedTuple):
+    """A kernel's times over one run's layers, and the line through them."""
+
+    source: str  # "per launch" or "CUDA graph"
+    provider: str  # a step's key, or "cuBLAS"
+    points: tuple  # ((bytes, microseconds), ...), the fewest bytes of each shape and its median time
+    fixed_us: float  # the line at zero bytes
+    tb_s: float  # 1 / slope: the rate once the kernel streams
+    worst_us: float  # the largest distance of a point from the line
+
+
+def fit(points: Sequence[tuple]) -> Optional[tuple]:
+    """(fixed microseconds, TB/s, worst residual in microseconds) of the least-squares line through
+    (bytes, microseconds) points, or None with fewer than two sizes that differ by 10% or more, or a
+    slope that is not positive."""
+    sizes = sorted(b for b, _ in points)
+    if len(sizes) < 2 or sizes[-1] < 1.1 * sizes[0]:
+        return None
+    x = np.array([b for b, _ in points], dtype=float)
+    y = np.array([us for _, us in points], dtype=float)
+    slope, fixed = np.polyfit(x, y, 1)
+    if slope <= 0:
+        return None
+    worst = float(np.max(np.abs(fixed + slope * x - y)))
+    return float(fixed), float(1e-6 / slope), worst  # bytes per microsecond x 1e-6 = TB/s
+
+
+def _points(runs: Sequence[dict], source: str, max_m: int) -> dict:
+    """{provider: [(bytes, us), ...]}: each step's median per shape, and cuBLAS's once per shape (from the
+    record of the run's first step that timed it)."""
+    step_ms, cublas_ms = ("time_ms", "cublas_time_ms") if source == SOURCES[0] else ("step_ms", "cublas_ms")
+    found: dict = {}
+    cublas_seen = set()
+    for r in runs:
+        shape = shape_of(r)
+        if shape[0] > max_m:
+            continue
+        median = r[step_ms]["median"] if isinstance(r[step_ms], dict) else r[step_ms]
+        byts = r["bandwidth"]["min_bytes"]
+        found.setdefault(r["step"], []).append((byts, median * 1e3))
+        if shape not in cublas_seen:
+            cublas_seen.add(shape)
+            other = r[cublas_ms]["median"] if isinstance(r[cublas_ms], dict) else r[cublas_ms]
+            found.setdefault("cuBLAS", []).append((byts, other * 1e3))
+    return found
+
+
+def _runs(records: Sequence[dict]) -> dict:
+    """{source: the newest run's records}: the decode run (per launch) and the CUDA-graph run."""
+    from .memory_roofline import decode_runs, graph_runs  # that module re-exports this one's functions
+
+    return dict(zip(SOURCES, (decode_runs(records), graph_runs(records))))
+
+
+def launch_lines(records: Sequence[dict], max_m: int = MAX_M) -> list:
+    """A :class:`Line` per source and provider of the newest decode and CUDA-graph runs, over their
+    shapes with at most ``max_m`` tokens; a provider whose points do not define a line is left out."""
+    lines = []
+    for source, runs in _runs(records).items():
+        for provider, points in _points(runs, source, max_m).items():
+            found = fit(points)
+            if found:
+                lines.append(Line(source, provider, tuple(sorted(points)), *found))
+    return sorted(lines, key=lambda line: (SOURCES.index(line.source), line.provider == "cuBLAS",
+                                           not line.provider.endswith("/12"), line.provider))
+
+
+def _copy_tb_s(runs: Sequence[dict]) -> Optional[float]:
+    from .memory_roofline import _copy
+
+    return _copy(runs)
+
+
+def launch_table(records: Sequence[dict], max_m: int = MAX_M) -> str:
+    """The lines of :func:`launch_lines` as a Markdown table, each rate also as a share of the copy
+    bandwidth measured in the same run; "No record yet" without a run."""
+    lines = launch_lines(records, max_m)
+    if not lines:
+        return "No record yet: `scripts/gpu_decode12.sh OUT bench graphs` on a Hopper GPU writes the runs these lines fit."
+    runs = _runs(records)
+    rows = ["| timed | kernel | fixed per launch | rate once streaming | shapes | farthest point from the line |",
+            "|---|---|---|---|---|---|"]
+    for line in lines:
+        copy = _copy_tb_s(runs[line.source])
+        share = f" ({line.tb_s / copy:.0%} of copy)" if copy else ""
+        rows.append(f"| {line.source} | {line.provider} | {line.fixed_us:.1f} us | {line.tb_s:.2f} TB/s{share} | "
+                    f"{len(line.points)} | {line.worst_us:.1f} us |")
+    return "\n".join(rows)
+
+
+def _made(record: dict) -> str:
+    return (f"measured on {record.get('gpu')}, {record.get('date', '')[:10]}, torch {record.get('torch')} (cuBLAS), "
+            f"cutlass-dsl {record.get('cutlass_dsl')} ({record.get('_file', '')})")
+
+
+COLORS = {"sm90/12": MEASURED, "sm90/11": CTA_COLORS[1], "sm100/12": MEASURED, "sm100/11": CTA_COLORS[1], "cuBLAS": CUBLAS}
+
+
+def launch_figure(records: Sequence[dict], max_m: int = MAX_M,
+                  title: str = "A line per kernel: time = fixed + bytes / rate") -> Figure:
+    """Per source (per launch; inside CUDA graphs), each provider's median times against the shapes'
+    bytes and the line :func:`fit` draws through them, labelled with its fixed cost and rate, beside the
+    bytes at the run's copy bandwidth with nothing fixed."""
+    lines = launch_lines(records, max_m)
+    if not lines:
+        return message_figure("No record yet: scripts/gpu_decode12.sh OUT bench graphs on a Hopper GPU writes the runs.",
+                              "Time against bytes per kernel: not measured yet.")
+    runs = _runs(records)
+    sources = [s for s in SOURCES if any(line.source == s for line in lines)]
+    fig = new_figure(PAGE_WIDTH, 4.9)
+    axes = fig.subplots(1, len(sources), sharey=True, squeeze=False)[0]
+    top = max(us for line in lines for _, us in line.points) * 1.1
+    right = max(b for line in lines for b, _ in line.points) * 1.08 / 1e6
+    for ax, source in zip(axes, sources):
+        for line in (line for line in lines if line.source == source):
+            color = COLORS.get(line.provider, CTA_COLORS[4])
+            xs = np.array([b for b, _ in line.points]) / 1e6
+            ax.plot(xs, [us for _, us in line.points], "o", color=color, markersize=5, alpha=0.7)
+            ends = np.array([0.0, right])
+            ax.plot(ends, line.fixed_us + ends * 1e6 * 1e-6 / line.tb_s, "-", color=color, linewidth=1.4,
+                    label=f"{line.provider}: {line.fixed_us:.1f} us + bytes at {line.tb_s:.2f} TB/s")
+        copy = _copy_tb_s(runs[source])
+        if copy:
+            ax.plot([0, right], [0, right / copy], "--", color="black", linewidth=1.0,
+                    label=f"bytes at the copy bandwidth, {copy:.2f} TB/s")
+        ax.set_xlim(0, right)
+        ax.set_ylim(0, top)
+        ax.set_xlabel("MB moved (A, B, C once)")
+        ax.set_title(source, fontsize=TEXT_PT + 1)
+        ax.grid(True, alpha=0.25)
+        ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(-0.02, -0.17), frameon=False)
+    axes[0].set_ylabel("microseconds per GEMM (median)")
+    fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    made = "; ".join(f"{source}: {_made(runs[source][0])}" for source in sources)
+    return set_caption(fig, f"Each dot a layer at up to {max_m} tokens, its median time against its fewest bytes; each "
+                            "line the least-squares fit through one kernel's dots, labelled with where it meets zero bytes "
+                            "(the cost of a launch whatever its size) and the rate its slope gives; dashed, the bytes at "
+                            f"the copy bandwidth measured in the same run. {made}; weights rotated out of L2.",
+                       alt="Scatter of time against bytes with a fitted line per kernel, per launch and inside CUDA graphs")
