@@ -79,6 +79,10 @@ def test_the_table_and_figure_read_the_lines_and_say_when_there_are_none():
     legends = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
     assert "sm90/12: 7.0 us + bytes at 3.20 TB/s" in legends and "cuBLAS: 6.0 us + bytes at 3.20 TB/s" in legends
     assert len(fig.axes) == 2
+    assert mr.launch_table(records, arch="sm100").startswith("No record yet")  # the Hopper run is not the B200's
+    blackwell = [dict(r, step=r["step"].replace("sm90", "sm100")) for r in records]
+    assert "| per launch | sm100/12 | 7.0 us |" in mr.launch_table(blackwell, arch="sm100")
+    assert mr.launch_table(blackwell).startswith("No record yet")
     empty = rec.load_records("/nonexistent", kind=None)
     assert mr.launch_table(empty).startswith("No record yet")
     assert "No record yet" in " ".join(t.get_text() for ax in mr.launch_figure(empty).axes for t in ax.texts)
@@ -88,7 +92,7 @@ def test_chapter_12_draws_the_lines():
     from pathlib import Path
 
     source = (Path(__file__).resolve().parents[1] / "notebooks" / "12_memory_roofline.md").read_text()
-    assert "mroof.launch_figure(" in source and "mroof.launch_table(" in source
+    assert "mroof.launch_figure(" in source and "mroof.launch_table(" in source and 'arch="sm100"))' in source
 
 
 CASES = {"launch_figure": lambda tmp_path: mr.launch_figure(_records()),

@@ -74,18 +74,19 @@ def _points(runs: Sequence[dict], source: str, max_m: int) -> dict:
     return found
 
 
-def _runs(records: Sequence[dict]) -> dict:
-    """{source: the newest run's records}: the decode run (per launch) and the CUDA-graph run."""
-    from .memory_roofline import decode_runs, graph_runs  # that module re-exports this one's functions
+def _runs(records: Sequence[dict], arch: str) -> dict:
+    """{source: ``arch``'s newest run}: the decode run (per launch) and the CUDA-graph run of its steps."""
+    from .memory_roofline import DECODE_STEPS, decode_runs, graph_runs  # that module re-exports this one's functions
 
-    return dict(zip(SOURCES, (decode_runs(records), graph_runs(records))))
+    steps = DECODE_STEPS[arch]
+    return dict(zip(SOURCES, (decode_runs(records, steps), graph_runs([r for r in records if r.get("step") in steps]))))
 
 
-def launch_lines(records: Sequence[dict], max_m: int = MAX_M) -> list:
-    """A :class:`Line` per source and provider of the newest decode and CUDA-graph runs, over their
-    shapes with at most ``max_m`` tokens; a provider whose points do not define a line is left out."""
+def launch_lines(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90") -> list:
+    """A :class:`Line` per source and provider of ``arch``'s newest decode and CUDA-graph runs, over
+    their shapes with at most ``max_m`` tokens; a provider whose points do not define a line is left out."""
     lines = []
-    for source, runs in _runs(records).items():
+    for source, runs in _runs(records, arch).items():
         for provider, points in _points(runs, source, max_m).items():
             found = fit(points)
             if found:
@@ -100,13 +101,15 @@ def _copy_tb_s(runs: Sequence[dict]) -> Optional[float]:
     return _copy(runs)
 
 
-def launch_table(records: Sequence[dict], max_m: int = MAX_M) -> str:
+def launch_table(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90") -> str:
     """The lines of :func:`launch_lines` as a Markdown table, each rate also as a share of the copy
     bandwidth measured in the same run; "No record yet" without a run."""
-    lines = launch_lines(records, max_m)
+    from .memory_roofline import DECODE_RUN
+
+    lines = launch_lines(records, max_m, arch)
     if not lines:
-        return "No record yet: `scripts/gpu_decode12.sh OUT bench graphs` on a Hopper GPU writes the runs these lines fit."
-    runs = _runs(records)
+        return f"No record yet of the runs these lines fit ({DECODE_RUN[arch]}, with its CUDA-graph run)."
+    runs = _runs(records, arch)
     rows = ["| timed | kernel | fixed per launch | rate once streaming | shapes | farthest point from the line |",
             "|---|---|---|---|---|---|"]
     for line in lines:
@@ -125,16 +128,17 @@ def _made(record: dict) -> str:
 COLORS = {"sm90/12": MEASURED, "sm90/11": CTA_COLORS[1], "sm100/12": MEASURED, "sm100/11": CTA_COLORS[1], "cuBLAS": CUBLAS}
 
 
-def launch_figure(records: Sequence[dict], max_m: int = MAX_M,
+def launch_figure(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90",
                   title: str = "A line per kernel: time = fixed + bytes / rate") -> Figure:
     """Per source (per launch; inside CUDA graphs), each provider's median times against the shapes'
     bytes and the line :func:`fit` draws through them, labelled with its fixed cost and rate, beside the
     bytes at the run's copy bandwidth with nothing fixed."""
-    lines = launch_lines(records, max_m)
+    lines = launch_lines(records, max_m, arch)
     if not lines:
-        return message_figure("No record yet: scripts/gpu_decode12.sh OUT bench graphs on a Hopper GPU writes the runs.",
+        return message_figure("No record yet: scripts/gpu_decode12.sh OUT bench graphs on a Hopper GPU writes the runs."
+                              if arch == "sm90" else "No record yet: the B200 kit (make b200) writes the runs.",
                               "Time against bytes per kernel: not measured yet.")
-    runs = _runs(records)
+    runs = _runs(records, arch)
     sources = [s for s in SOURCES if any(line.source == s for line in lines)]
     fig = new_figure(PAGE_WIDTH, 4.9)
     axes = fig.subplots(1, len(sources), sharey=True, squeeze=False)[0]
