@@ -19,7 +19,7 @@
 #          (OUT/tune_prefetch/tune.json)
 #   tune_more  pairs of 16-token tiles at M = 32, 128-row pairs at M = 64 (OUT/tune_more/tune.json)
 #   tune_256b  at M = 256: the pairs split by the stream-K tail, step 11's kernel with 112- or 96-wide W tiles
-#          multicast to both token tiles, cuBLAS's swapped 64 x 64 tile with either or both operands multicast,
+#          multicast to both token tiles, cuBLAS's swapped 64 x 64 tile with both operands multicast,
 #          the pairs in 2 x 2 clusters, all 256 tokens in one tile
 #          (OUT/tune_256b/tune.json)
 #   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
@@ -160,7 +160,7 @@ tune_256b)
 # pairs split along K by the stream-K tail; step 11's kernel (tokens in M) with W's rows in 112- or 96-wide
 # tiles, each W tile multicast to both 128-token tiles, or a token tile to two W tiles (cuBLAS ran 112 x 128
 # in clusters of two along W's rows at 14336 rows); cuBLAS's 64 x 64 tile (W rows x tokens: four token tiles)
-# at 13 stages with x, W or both multicast; fewer bytes from L2 to the SMs: the rule's pairs with x multicast to
+# at 13 stages with both operands multicast (x or W alone lost, 0.57-0.84 of cuBLAS: results/logs/20261207T1018_tune_256.log); fewer bytes from L2 to the SMs: the rule's pairs with x multicast to
 # two W tiles too (2 x 2 clusters), and all 256 tokens in one tile (64 or 128 W rows), x multicast to two, K split
 s11="sm90/11:epi_stages=1,cluster_m=2,cluster_n=1,stages=7"
 sw64="sm90/12:tile_m=64,tile_n=64,epi_n=64,stages=13,stream_k=false"
@@ -171,7 +171,7 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_25
   --what "M = 256: the rule's pairs split by the stream-K tail, step 11's kernel with 112/96-wide W tiles, cuBLAS's 64 x 64 tile multicast" \
   sm90/11 sm90/12 "sm90/12:stream_k=true" "sm90/12:tile_m=64,stages=9,stream_k=true" \
   "$s11,tile_n=112,epi_n=16" "$s11,tile_n=96,epi_n=32" "$s11,tile_n=112,epi_n=16,cluster_m=1,cluster_n=2" \
-  "$sw64,cluster_m=2,cluster_n=1" "$sw64,cluster_m=1,cluster_n=2" "$sw64,cluster_m=2,cluster_n=2" \
+  "$sw64,cluster_m=2,cluster_n=2" \
   "sm90/12:cluster_m=2" "$sw256,tile_m=64,stages=5" "$sw256,tile_m=128,stages=4" \
   --shapes 256x14336x4096 256x6144x4096 256x2048x8192 256x4096x4096 256x4096x14336 \
   2>&1 | tee "$out/tune_256b.log" | tail -40 || status=1
