@@ -36,7 +36,8 @@ def _records(ms=(1, 8, 16, 64)):
             for step in ("sm90/12", "sm90/11"):
                 t = _ms(PER_LAUNCH[step], shape)
                 r = decode_record(shape, t, cublas, "2026-12-07T01:00:00", name="20261207T010000Z_decode12.json", gpu=GPU)
-                out.append(dict(r, step=step, kind="bench", time_ms={"median": t}, cublas_time_ms={"median": cublas}))
+                out.append(dict(r, step=step, kind="bench", time_ms={"median": t}, cublas_time_ms={"median": cublas},
+                                ratio_to_cublas=cublas / t))
             for step in ("sm90/12", "sm90/11"):
                 t, c = _ms(IN_GRAPHS[step], shape), _ms(IN_GRAPHS["cuBLAS"], shape)
                 out.append({"kind": "decode_graph", "step": step, "shape": dict(zip("mnk", shape)), "gpu": GPU,
@@ -103,3 +104,14 @@ CASES = {"launch_figure": lambda tmp_path: mr.launch_figure(_records()),
 def test_figure_is_legible(name, tmp_path, monkeypatch):
     monkeypatch.setitem(test_viz.CASES, name, (None, "fast", CASES[name]))
     test_viz.test_figure_is_legible_at_page_width(name, tmp_path)
+
+
+def test_the_b200_kit_prints_each_kernels_line():
+    from gemm_course.measure import b200_records
+
+    blackwell = [dict(r, step=r["step"].replace("sm90", "sm100"), _tag="decode12") for r in _records() if r["kind"] == "bench"]
+    lines = b200_records.decode_lines(blackwell)
+    assert "decode12 sm100/12 at up to 16 tokens: 7.0 us per launch + the bytes at 3.20 TB/s" in "\n".join(lines)
+    assert "decode12 cuBLAS at up to 16 tokens: 7.5 us per launch + the bytes at 3.10 TB/s (farthest of 12 shapes" in "\n".join(lines)
+    without = [{k: v for k, v in r.items() if k != "bandwidth"} for r in blackwell]  # no bytes recorded: no line
+    assert not any("per launch" in line for line in b200_records.decode_lines(without))

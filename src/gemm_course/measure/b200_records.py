@@ -80,9 +80,15 @@ def decode_shapes_text(reverse: bool = False) -> str:
     return " ".join(shapes[::-1] if reverse else shapes)
 
 
+LINE_MAX_M = 16  # tokens up to which a layer's bytes are W's: the decode run's times there fall on a line
+
+
 def decode_lines(records: list) -> list:
     """Per decode tag and step of the kit's records: shapes, the geometric mean of the ratio to cuBLAS per M
-    and the lowest shape."""
+    and the lowest shape; then, per step and cuBLAS of the forward run, its times at up to
+    :data:`LINE_MAX_M` tokens as a fixed cost per launch plus the bytes at a rate (``bandwidth.line_fit``)."""
+    from ..runtime.problem import GemmProblem
+    from .bandwidth import line_fit
     from .records import geomean, shape_of
 
     lines = []
@@ -95,7 +101,19 @@ def decode_lines(records: list) -> list:
             lines.append(f"{tag.replace('_', ' ')} {step}: {len(run)} shapes, ratio to cuBLAS geometric mean per M "
                          + ", ".join(f"{m}: {g:.3f}" for m, g in per_m.items())
                          + f"; lowest {low['ratio_to_cublas']:.3f} ({'x'.join(map(str, shape_of(low)))})")
+    few = [r for r in records if r["_tag"] == DECODE_TAGS[0] and shape_of(r)[0] <= LINE_MAX_M and r.get("bandwidth")]
+    points = {}
+    for r in few:
+        points.setdefault(r["step"], []).append((r["bandwidth"]["min_bytes"], r["time_ms"]["median"] * 1e3))
+    cublas = {shape_of(r): r["cublas_time_ms"]["median"] * 1e3 for r in few}  # once per shape
+    points["cuBLAS"] = [(GemmProblem(*shape).min_bytes, us) for shape, us in sorted(cublas.items())]
+    for who, found in points.items():
+        fit = line_fit(found)
+        if fit:
+            lines.append(f"decode12 {who} at up to {LINE_MAX_M} tokens: {fit[0]:.1f} us per launch + the bytes at "
+                         f"{fit[1]:.2f} TB/s (farthest of {len(found)} shapes from the line: {fit[2]:.1f} us)")
     return lines
+
 
 
 # The kit's A/B of step 11's split tail against the same kernel without it (scripts/gpu_tune.py,

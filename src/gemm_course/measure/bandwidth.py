@@ -4,7 +4,8 @@ A record's ``bandwidth`` (:func:`bandwidth_fields`): the fewest bytes a GEMM mus
 median time, against the datasheet's HBM bandwidth (:data:`DATASHEET_TB_S`) and a measured copy
 (:func:`copy_tb_s`). With ``rotate`` :func:`gemm_course.measure.bench.bench_step` times each
 provider on enough operand sets in turn (:class:`Rotation`, :func:`rotated_providers`) that no
-launch finds its operands in L2. Re-exported by :mod:`gemm_course.measure.bench`.
+launch finds its operands in L2. :func:`line_fit`: a kernel's times over layers of several sizes as
+a fixed cost per launch plus the bytes at a rate. Re-exported by :mod:`gemm_course.measure.bench`.
 """
 
 from __future__ import annotations
@@ -91,3 +92,21 @@ def bandwidth_fields(problem: GemmProblem, step_ms: float, cublas_ms: float, gpu
         out[f"fraction_of_{name}"] = out["tb_s"] / ceiling if ceiling else None
         out[f"cublas_fraction_of_{name}"] = out["cublas_tb_s"] / ceiling if ceiling else None
     return out
+
+
+def line_fit(points: Sequence[tuple]) -> Optional[tuple]:
+    """(fixed microseconds, TB/s, worst residual in microseconds) of the least-squares line through
+    (bytes, microseconds) points: time = fixed + bytes / rate. None with fewer than two sizes that
+    differ by 10% or more, or a slope that is not positive."""
+    sizes = sorted(b for b, _ in points)
+    if len(sizes) < 2 or sizes[-1] < 1.1 * sizes[0]:
+        return None
+    n = len(points)
+    mean_b = sum(b for b, _ in points) / n
+    mean_t = sum(t for _, t in points) / n
+    slope = (sum((b - mean_b) * (t - mean_t) for b, t in points) / sum((b - mean_b) ** 2 for b, _ in points))
+    if slope <= 0:
+        return None
+    fixed = mean_t - slope * mean_b
+    worst = max(abs(fixed + slope * b - t) for b, t in points)
+    return fixed, 1e-6 / slope, worst  # bytes per microsecond x 1e-6 = TB/s

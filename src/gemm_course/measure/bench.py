@@ -76,6 +76,7 @@ from .bandwidth import (  # noqa: F401  (re-exported)
     bandwidth_fields,
     copy_tb_s,
     datasheet_tb_s,
+    line_fit,
     rotated_providers,
     rotation_sets,
 )

@@ -6,7 +6,7 @@ bytes is what a launch costs whatever its size: the launch itself, filling the p
 first loads (a DRAM latency), and the drain and the epilogue. Two kernels at the same ratio to the
 copy bandwidth can differ in either. Fitted by least squares over the newest decode run's records:
 
-* :func:`fit`: the line through (bytes, microseconds) points;
+* :func:`fit` (``measure.bandwidth.line_fit``): the line through (bytes, microseconds) points;
 * :func:`launch_lines`: per launch (:func:`~gemm_course.viz.memory_roofline.decode_runs`, weights rotated
   out of L2) and inside CUDA graphs (:func:`~gemm_course.viz.memory_roofline.graph_runs`), a line per
   provider over the shapes with at most ``max_m`` tokens;
@@ -20,6 +20,7 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..measure.bandwidth import line_fit as fit  # noqa: F401  (re-exported: the line through the points)
 from ..measure.records import shape_of
 from ._style import CTA_COLORS, CUBLAS, MEASURED, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
 
@@ -36,22 +37,6 @@ class Line(NamedTuple):
     fixed_us: float  # the line at zero bytes
     tb_s: float  # 1 / slope: the rate once the kernel streams
     worst_us: float  # the largest distance of a point from the line
-
-
-def fit(points: Sequence[tuple]) -> Optional[tuple]:
-    """(fixed microseconds, TB/s, worst residual in microseconds) of the least-squares line through
-    (bytes, microseconds) points, or None with fewer than two sizes that differ by 10% or more, or a
-    slope that is not positive."""
-    sizes = sorted(b for b, _ in points)
-    if len(sizes) < 2 or sizes[-1] < 1.1 * sizes[0]:
-        return None
-    x = np.array([b for b, _ in points], dtype=float)
-    y = np.array([us for _, us in points], dtype=float)
-    slope, fixed = np.polyfit(x, y, 1)
-    if slope <= 0:
-        return None
-    worst = float(np.max(np.abs(fixed + slope * x - y)))
-    return float(fixed), float(1e-6 / slope), worst  # bytes per microsecond x 1e-6 = TB/s
 
 
 def _points(runs: Sequence[dict], source: str, max_m: int) -> dict:
