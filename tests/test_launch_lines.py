@@ -112,6 +112,7 @@ def test_the_b200_kit_prints_each_kernels_line():
     blackwell = [dict(r, step=r["step"].replace("sm90", "sm100"), _tag="decode12") for r in _records() if r["kind"] == "bench"]
     lines = b200_records.decode_lines(blackwell)
     assert "decode12 sm100/12 at up to 16 tokens: 7.0 us per launch + the bytes at 3.20 TB/s" in "\n".join(lines)
-    assert "decode12 cuBLAS at up to 16 tokens: 7.5 us per launch + the bytes at 3.10 TB/s (farthest of 12 shapes" in "\n".join(lines)
+    text = "\n".join(lines)
+    assert "decode12 cuBLAS at up to 16 tokens: 7.5 us per launch + the bytes at 3.10 TB/s (farthest of 12 shapes" in text
     without = [{k: v for k, v in r.items() if k != "bandwidth"} for r in blackwell]  # no bytes recorded: no line
     assert not any("per launch" in line for line in b200_records.decode_lines(without))
