@@ -133,6 +133,27 @@ def test_a_recorded_time_of_exactly_that_shape_is_shown(tmp_path):
     assert "(measured 9.5)" in de.static_html(runs=runs)
 
 
+def test_the_runs_line_predicts_a_layer_it_did_not_time(tmp_path):
+    """Where the run has a step's times at up to LINE_MAX_M tokens on this card, the explorer gives the line
+    through them at the chosen shape's bytes: a fixed cost per launch plus the bytes at a rate."""
+    made = []
+    for m in (1, 16):
+        for n, k in ((4096, 4096), (14336, 4096)):
+            us = 7.0 + GemmProblem(m, n, k).min_bytes / 3.2e6  # 7 us + the bytes at 3.2 TB/s
+            r = decode_record((m, n, k), us / 1e3, us / 1e3, "2026-12-07T01:00:00", copy=3.0)
+            made.append(dict(r, step="sm90/12", kind="bench", time_ms={"median": us / 1e3},
+                             _file="20261207T010000Z_decode12.json"))
+    est = de.model(8, 1024, 4096, hardware.H100_SXM, made)["sm90/12"]
+    assert est.line[:2] == pytest.approx((7.0, 3.2)) and est.measured_us is None
+    assert est.line_us == pytest.approx(7.0 + GemmProblem(8, 1024, 4096).min_bytes / 3.2e6)
+    page = de.model_html(8, 1024, 4096, hardware.H100_SXM, made)
+    assert f"{est.line_us:.1f} us (7.0 us + the bytes at 3.20 TB/s" in page
+    assert de.model(64, 4096, 4096, hardware.H100_SXM, made)["sm90/12"].line_us is None  # beyond the line's tokens
+    assert "only up to 16 tokens" in de.model_html(64, 4096, 4096, hardware.H100_SXM, made)
+    assert de.model(8, 1024, 4096, hardware.H200, made)["sm90/12"].line is None  # an H100's run says nothing of an H200
+    assert "no run on this card" in de.model_html(8, 1024, 4096, hardware.H100_SXM)
+
+
 def test_the_widget_follows_its_controls_and_carries_the_static_html(tmp_path):
     pytest.importorskip("ipywidgets")
     x = de.DecodeExplorer(runs=_results(tmp_path))

@@ -80,15 +80,12 @@ def decode_shapes_text(reverse: bool = False) -> str:
     return " ".join(shapes[::-1] if reverse else shapes)
 
 
-LINE_MAX_M = 16  # tokens up to which a layer's bytes are W's: the decode run's times there fall on a line
-
-
 def decode_lines(records: list) -> list:
     """Per decode tag and step of the kit's records: shapes, the geometric mean of the ratio to cuBLAS per M
     and the lowest shape; then, per step and cuBLAS of the forward run, its times at up to
     :data:`LINE_MAX_M` tokens as a fixed cost per launch plus the bytes at a rate (``bandwidth.line_fit``)."""
     from ..runtime.problem import GemmProblem
-    from .bandwidth import line_fit
+    from .bandwidth import LINE_MAX_M, line_fit
     from .records import geomean, shape_of
 
     lines = []

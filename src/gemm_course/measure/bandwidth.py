@@ -94,6 +94,9 @@ def bandwidth_fields(problem: GemmProblem, step_ms: float, cublas_ms: float, gpu
     return out
 
 
+LINE_MAX_M = 16  # tokens up to which a decode layer's bytes are W's (within 1% at K = 4096): its times fall on a line
+
+
 def line_fit(points: Sequence[tuple]) -> Optional[tuple]:
     """(fixed microseconds, TB/s, worst residual in microseconds) of the least-squares line through
     (bytes, microseconds) points: time = fixed + bytes / rate. None with fewer than two sizes that

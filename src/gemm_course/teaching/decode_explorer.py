@@ -10,7 +10,9 @@ copy bandwidth (``hardware``'s ``measured_copy_tb_s``); beside it, the busiest C
 card's measured product rate shared by its SMs (``mma_floor_us``), which near the ridge passes the
 bytes'. The grid is planned for the SMs the steps' host code sees (``max_clusters``: this GPU's,
 or a full H200's 132 without one; an H100 SXM has as many). Given the decode run's records
-(``viz.memory_roofline.decode_runs``), a recorded time of exactly that shape is shown beside it.
+(``viz.memory_roofline.decode_runs``), a recorded time of exactly that shape is shown beside it, and
+at up to ``LINE_MAX_M`` tokens the line through the step's recorded times on that card (:func:`line`:
+a fixed cost per launch plus the bytes at a rate) at the shape's bytes.
 
 * :func:`layout`: one step's launch at one shape (chapter 12's tables call it too);
 * :func:`model`: both steps at one shape on one card; :func:`model_html` its table;
@@ -26,6 +28,7 @@ import html
 from typing import NamedTuple, Optional, Sequence
 
 from .. import hardware
+from ..measure.bandwidth import LINE_MAX_M, line_fit
 from ..measure.record_queries import shape_of
 from ..rules import schedule
 from ..runtime import ladder
@@ -125,6 +128,8 @@ class Estimate(NamedTuple):
     mma_us: float  # the busiest CTA's MMAs at the card's measured product rate per SM (``mma_floor_us``)
     measured_us: Optional[float]  # a decode run's median time of exactly this shape and step, if recorded
     measured_gpu: str
+    line: Optional[tuple]  # (fixed us, TB/s, farthest point in us): the step's times at up to LINE_MAX_M tokens on this card
+    line_us: Optional[float]  # that line at this shape's bytes, where M <= LINE_MAX_M
 
 
 def check_m(m) -> str:
@@ -144,6 +149,16 @@ def measured(runs: Sequence[dict], key: str, m: int, n: int, k: int) -> tuple:
     return None, ""
 
 
+def line(runs: Sequence[dict], key: str, card: hardware.Card) -> Optional[tuple]:
+    """(fixed us, TB/s, farthest point in us) of ``key``'s median times at up to ``LINE_MAX_M`` tokens in
+    ``runs`` (``decode_runs``) on ``card`` (``hardware.card`` of the record's GPU): a fixed cost per
+    launch plus the bytes at a rate (``bandwidth.line_fit``); None without two sizes to fit."""
+    points = [(r["bandwidth"]["min_bytes"], r["time_ms"]["median"] * 1e3) for r in runs or ()
+              if r.get("step") == key and shape_of(r)[0] <= LINE_MAX_M and hardware.card(r.get("gpu", "")) is card
+              and r.get("bandwidth") and (r.get("time_ms") or {}).get("median")]
+    return line_fit(points)
+
+
 def model(m: int, n: int, k: int, card: hardware.Card = hardware.H100_SXM, runs: Sequence[dict] = (),
           steps: Sequence[str] = STEPS) -> dict:
     """``{step: Estimate}`` for M tokens through an N x K layer on ``card``; ValueError for an M out of range."""
@@ -156,9 +171,21 @@ def model(m: int, n: int, k: int, card: hardware.Card = hardware.H100_SXM, runs:
         lay = layout(key, m, n, k)
         moved = problem.min_bytes + lay.partial_bytes
         us, gpu = measured(runs, key, m, n, k)
+        fit = line(runs, key, card)
+        on_line = fit[0] + problem.min_bytes / (fit[1] * 1e6) if fit and m <= LINE_MAX_M else None
         out[key] = Estimate(lay, min(lay.ctas, card.sms) / card.sms, moved, problem.min_bytes,
-                            moved / (card.measured_copy_tb_s * 1e12) * 1e6, mma_floor_us(lay, card), us, gpu)
+                            moved / (card.measured_copy_tb_s * 1e12) * 1e6, mma_floor_us(lay, card), us, gpu,
+                            fit, on_line)
     return out
+
+
+def _on_line(e: Estimate) -> str:
+    if not e.line:
+        return "no run on this card"
+    if e.line_us is None:
+        return f"only up to {LINE_MAX_M} tokens"
+    fixed, tb_s, worst = e.line
+    return f"{e.line_us:.1f} us ({fixed:.1f} us + the bytes at {tb_s:.2f} TB/s; the run's points within {worst:.1f} us)"
 
 
 def _mb(b: int) -> str:
@@ -181,6 +208,7 @@ def model_html(m, n: int, k: int, card: hardware.Card = hardware.H100_SXM, runs:
         f"time floor at {card.measured_copy_tb_s:g} TB/s": lambda e: f"{e.floor_us:.1f} us",
         f"busiest CTA's MMAs at {card.measured_bf16_tflops / card.sms:.2f} TFLOP/s per SM": lambda e: f"{e.mma_us:.1f} us",
         "measured (decode run)": lambda e: f"{e.measured_us:.1f} us ({e.measured_gpu})" if e.measured_us else "no record",
+        "the run's line: a fixed cost per launch + the bytes at a rate": _on_line,
     }
     head = "".join(f"<th>{key}</th>" for key in est)
     body = "".join(f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td>{html.escape(f(e))}</td>" for e in est.values())

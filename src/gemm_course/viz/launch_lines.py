@@ -20,11 +20,12 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..measure.bandwidth import LINE_MAX_M
 from ..measure.bandwidth import line_fit as fit  # noqa: F401  (re-exported: the line through the points)
 from ..measure.records import shape_of
 from ._style import CTA_COLORS, CUBLAS, MEASURED, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
 
-MAX_M = 16  # tokens up to which a layer's bytes are W's alone, to within 1% at K = 4096
+MAX_M = LINE_MAX_M  # the tokens up to which the lines are fitted (measure.bandwidth)
 SOURCES = ("per launch", "CUDA graph")
 
 
