@@ -172,7 +172,7 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_25
   sm90/11 sm90/12 "sm90/12:stream_k=true" "sm90/12:tile_m=64,stages=9,stream_k=true" \
   "$s11,tile_n=112,epi_n=16" "$s11,tile_n=96,epi_n=32" "$s11,tile_n=112,epi_n=16,cluster_m=1,cluster_n=2" \
   "$sw64,cluster_m=2,cluster_n=2" \
-  "sm90/12:cluster_m=2" "$sw256,tile_m=64,stages=5" "$sw256,tile_m=128,stages=4" \
+  "sm90/12:cluster_m=2" "$sw256,tile_m=64,stages=5" "$sw256,tile_m=128,stages=4" "$sw256,tile_m=128,stages=4,max_parts=8" \
   --shapes 256x14336x4096 256x6144x4096 256x2048x8192 256x4096x4096 256x4096x14336 \
   2>&1 | tee "$out/tune_256b.log" | tail -40 || status=1
 # the same kernels with W left in L2 (32 MB layers fit the 50 MB): if step 12 takes as long as with W from HBM,
