@@ -84,7 +84,6 @@ def decode_lines(records: list) -> list:
     """Per decode tag and step of the kit's records: shapes, the geometric mean of the ratio to cuBLAS per M
     and the lowest shape; then, per step and cuBLAS of the forward run, its times at up to
     :data:`LINE_MAX_M` tokens as a fixed cost per launch plus the bytes at a rate (``bandwidth.line_fit``)."""
-    from ..runtime.problem import GemmProblem
     from .bandwidth import LINE_MAX_M, line_fit
     from .records import geomean, shape_of
 
@@ -102,15 +101,14 @@ def decode_lines(records: list) -> list:
     points = {}
     for r in few:
         points.setdefault(r["step"], []).append((r["bandwidth"]["min_bytes"], r["time_ms"]["median"] * 1e3))
-    cublas = {shape_of(r): r["cublas_time_ms"]["median"] * 1e3 for r in few}  # once per shape
-    points["cuBLAS"] = [(GemmProblem(*shape).min_bytes, us) for shape, us in sorted(cublas.items())]
+    cublas = {shape_of(r): (r["bandwidth"]["min_bytes"], r["cublas_time_ms"]["median"] * 1e3) for r in few}
+    points["cuBLAS"] = list(cublas.values())  # once per shape
     for who, found in points.items():
         fit = line_fit(found)
         if fit:
             lines.append(f"decode12 {who} at up to {LINE_MAX_M} tokens: {fit[0]:.1f} us per launch + the bytes at "
                          f"{fit[1]:.2f} TB/s (farthest of {len(found)} shapes from the line: {fit[2]:.1f} us)")
     return lines
-
 
 
 # The kit's A/B of step 11's split tail against the same kernel without it (scripts/gpu_tune.py,
