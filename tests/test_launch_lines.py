@@ -71,6 +71,15 @@ def test_launch_lines_recover_each_providers_line_per_launch_and_in_graphs():
     assert ll.launch_lines(_records(), max_m=64)[0].points != lines[("per launch", "sm90/12")].points
 
 
+def test_the_graph_lines_come_from_the_per_launch_runs_gpu():
+    h200_graphs = [dict(r, gpu="NVIDIA H200", _file="results/y/20261208T000000Z_decode_graph.json")
+                   for r in _records() if r["kind"] == "decode_graph"]  # newer, but another card's
+    lines = ll.launch_lines(_records() + h200_graphs)
+    graph = [line for line in lines if line.source == "CUDA graph"]
+    assert graph and all(len(line.points) == len(LAYERS) * 3 for line in graph)
+    assert ll._runs(_records() + h200_graphs, "sm90")["CUDA graph"][0]["gpu"] == GPU
+
+
 def test_the_table_and_figure_read_the_lines_and_say_when_there_are_none():
     records = _records()
     table = mr.launch_table(records)

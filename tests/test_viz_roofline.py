@@ -126,6 +126,8 @@ def test_decode_figure_and_table_from_records():
     rows = {(row.split("|")[1].strip(), row.split("|")[3].strip()): row for row in both.splitlines() if "| sm90/" in row}
     assert rows["16", "sm90/12"].endswith(f"| {0.88 / 0.8 * 0.95:.3f} ({len(NKS)} shapes) |")
     assert rows["1", "sm90/12"].endswith("| - |") and rows["16", "sm90/11"].endswith("| - |")
+    elsewhere = [dict(r, gpu="NVIDIA H200") for r in reversed_]  # another card's run in the other order is not this one's
+    assert all(row.endswith("| - |") for row in mr.decode_table(records + elsewhere).splitlines() if "| sm90/" in row)
     h = mr.headline(records)
     assert h["to_cublas"] == pytest.approx(0.88 / 0.8) and h["over_step11"] == pytest.approx(0.88 / 0.6)
     assert h["copy_share_small_m"] == pytest.approx(0.88) and h["shapes"] == len(MS) * len(NKS)

@@ -61,11 +61,15 @@ def _points(runs: Sequence[dict], source: str, max_m: int) -> dict:
 
 
 def _runs(records: Sequence[dict], arch: str) -> dict:
-    """{source: ``arch``'s newest run}: the decode run (per launch) and the CUDA-graph run of its steps."""
+    """{source: ``arch``'s newest run}: the decode run (per launch) and the CUDA-graph run of its steps, on
+    the decode run's GPU where there is one."""
     from .memory_roofline import DECODE_STEPS, decode_runs, graph_runs  # that module re-exports this one's functions
 
     steps = DECODE_STEPS[arch]
-    return dict(zip(SOURCES, (decode_runs(records, steps), graph_runs([r for r in records if r.get("step") in steps]))))
+    per_launch = decode_runs(records, steps)
+    gpu = per_launch[0].get("gpu") if per_launch else None
+    graphs = graph_runs([r for r in records if r.get("step") in steps and (gpu is None or r.get("gpu") == gpu)])
+    return dict(zip(SOURCES, (per_launch, graphs)))
 
 
 def launch_lines(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90") -> list:

@@ -339,13 +339,14 @@ def decode_table(records: Sequence[dict], arch: str = "sm90") -> str:
     """A Markdown table of ``arch``'s newest decode run per M: for its step 12 and step 11
     (``DECODE_STEPS``), the geometric mean of the ratio to cuBLAS (its own rounds), the lowest, the
     median share of the run's copy bandwidth, and the same geometric mean in the run of the other
-    order (the same shapes, ``decode_runs(order="reversed")``; "-" without one); a sentence naming
+    order on the same GPU (the same shapes, ``decode_runs(order="reversed")``; "-" without one); a sentence naming
     what writes the run (``DECODE_RUN``) when there is none."""
     steps = DECODE_STEPS[arch]
     runs = decode_runs(records, steps)
     if not runs:
         return f"No record yet of {steps[0]}'s decode run ({DECODE_RUN[arch]}; tag decode12)."
-    other = {(r["step"], shape_of(r)): r["ratio_to_cublas"] for r in decode_runs(records, steps, order="reversed")}
+    same_gpu = [r for r in records if r.get("gpu") == runs[0].get("gpu")]  # another card's run is no other order
+    other = {(r["step"], shape_of(r)): r["ratio_to_cublas"] for r in decode_runs(same_gpu, steps, order="reversed")}
     rows = ["| M | shapes | step | geomean of cuBLAS / step time | lowest | median share of copy bandwidth | cuBLAS's "
             "| the other order's geomean |", "|---:|---:|---|---:|---:|---:|---:|---:|"]
     for m in sorted({shape_of(r)[0] for r in runs}):
