@@ -128,6 +128,8 @@ def test_decode_figure_and_table_from_records():
     assert rows["1", "sm90/12"].endswith("| - |") and rows["16", "sm90/11"].endswith("| - |")
     elsewhere = [dict(r, gpu="NVIDIA H200") for r in reversed_]  # another card's run in the other order is not this one's
     assert all(row.endswith("| - |") for row in mr.decode_table(records + elsewhere).splitlines() if "| sm90/" in row)
+    h200 = [dict(r, gpu="NVIDIA H200", date="2026-12-08T00:00:00", _file="20261208T000000Z_decode12.json") for r in records]
+    assert mr.decode_gpus(records + h200) == ["NVIDIA H200", GPU] and mr.decode_gpus(reversed_) == []
     h = mr.headline(records)
     assert h["to_cublas"] == pytest.approx(0.88 / 0.8) and h["over_step11"] == pytest.approx(0.88 / 0.6)
     assert h["copy_share_small_m"] == pytest.approx(0.88) and h["shapes"] == len(MS) * len(NKS)

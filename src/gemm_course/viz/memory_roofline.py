@@ -5,7 +5,7 @@
 * :func:`rooflines`: the rooflines of several cards on one log-log plot, both ceilings each (the
   datasheet's, and the workplace's measured copy bandwidth and product rate where taken), with
   decode shapes placed on them at their arithmetic intensity;
-* :func:`decode_runs`, :func:`graph_runs`: the records of the step-12 decode run
+* :func:`decode_runs`, :func:`graph_runs`, :func:`decode_gpus`: the records of the step-12 decode run
   (``scripts/gpu_decode12.sh``: bench records tagged ``decode12``, ``--rotate``) and of the CUDA-graph
   timings (``scripts/gpu_decode_graph.py``, kind ``decode_graph``), newest run;
 * :func:`decode_bandwidth`, :func:`graph_times`, :func:`decode_table`: those records drawn and
@@ -164,6 +164,16 @@ def decode_runs(records: Sequence[dict], steps: Sequence[str] = DECODE12_STEPS, 
     found = [r for r in records if r.get("step") in steps and r.get("_file", "").endswith(DECODE12_ORDERS[order])
              and r.get("rotation") and r.get("bandwidth")]
     return sorted(_newest_file(found), key=lambda r: (shape_of(r), steps.index(r["step"])))
+
+
+def decode_gpus(records: Sequence[dict], steps: Sequence[str] = DECODE12_STEPS) -> list:
+    """The GPUs with a decode run of ``steps`` (:func:`decode_runs`), the newest run's first: one table each."""
+    found = [r for r in records if r.get("step") in steps and r.get("_file", "").endswith(DECODE12_TAG)
+             and r.get("rotation") and r.get("bandwidth")]
+    newest = {}
+    for r in found:
+        newest[r.get("gpu")] = max(newest.get(r.get("gpu"), ""), r.get("date", ""))
+    return sorted(newest, key=lambda gpu: newest[gpu], reverse=True)
 
 
 def graph_runs(records: Sequence[dict]) -> list:
