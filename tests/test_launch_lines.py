@@ -98,6 +98,17 @@ def test_the_table_and_figure_read_the_lines_and_say_when_there_are_none():
     assert "No record yet" in " ".join(t.get_text() for ax in mr.launch_figure(empty).axes for t in ax.texts)
 
 
+def test_the_size_at_which_a_line_reaches_a_share_of_the_copy_bandwidth():
+    line = ll.Line("CUDA graph", "sm90/12", (), 2.0, 3.0, 0.0, 3.0)  # 2 us + the bytes at the copy bandwidth
+    need = mr.bytes_for_share(line, 0.85)
+    assert need / (3.0e6 * (2.0 + need / 3.0e6)) == pytest.approx(0.85)  # at that size, exactly the share
+    assert mr.bytes_for_share(line._replace(fixed_us=4.0), 0.85) == pytest.approx(2 * need)  # twice the fixed cost
+    assert mr.bytes_for_share(line._replace(tb_s=2.5), 0.85) is None  # streaming below the share: never
+    assert mr.bytes_for_share(line._replace(copy_tb_s=None), 0.85) is None
+    lines = {(x.source, x.provider): x for x in ll.launch_lines(_records())}
+    assert lines[("CUDA graph", "sm90/12")].copy_tb_s == pytest.approx(3.0)  # the run's own copy, carried by its lines
+
+
 def test_chapter_12_draws_the_lines():
     from pathlib import Path
 

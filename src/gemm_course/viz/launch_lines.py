@@ -10,7 +10,8 @@ copy bandwidth can differ in either. Fitted by least squares over the newest dec
 * :func:`launch_lines`: per launch (:func:`~gemm_course.viz.memory_roofline.decode_runs`, weights rotated
   out of L2) and inside CUDA graphs (:func:`~gemm_course.viz.memory_roofline.graph_runs`), a line per
   provider over the shapes with at most ``max_m`` tokens;
-* :func:`launch_table`, :func:`launch_figure`: those lines as a table and drawn over their points.
+* :func:`launch_table`, :func:`launch_figure`: those lines as a table and drawn over their points;
+* :func:`bytes_for_share`: the layer size at which a line reaches a share of its run's copy bandwidth.
 """
 
 from __future__ import annotations
@@ -38,6 +39,17 @@ class Line(NamedTuple):
     fixed_us: float  # the line at zero bytes
     tb_s: float  # 1 / slope: the rate once the kernel streams
     worst_us: float  # the largest distance of a point from the line
+    copy_tb_s: Optional[float] = None  # the copy bandwidth measured in the same run
+
+
+def bytes_for_share(line: Line, share: float) -> Optional[float]:
+    """The bytes a layer must move for ``line``'s kernel to reach ``share`` of its run's copy bandwidth:
+    bytes / (copy x (fixed + bytes / rate)) = share, solved for the bytes; None where it never does."""
+    if not line.copy_tb_s:
+        return None
+    copy, rate = line.copy_tb_s * 1e6, line.tb_s * 1e6  # bytes per microsecond
+    left = 1 - share * copy / rate
+    return share * copy * line.fixed_us / left if left > 0 else None
 
 
 def _points(runs: Sequence[dict], source: str, max_m: int) -> dict:
@@ -80,7 +92,7 @@ def launch_lines(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90"
         for provider, points in _points(runs, source, max_m).items():
             found = fit(points)
             if found:
-                lines.append(Line(source, provider, tuple(sorted(points)), *found))
+                lines.append(Line(source, provider, tuple(sorted(points)), *found, _copy_tb_s(runs)))
     return sorted(lines, key=lambda line: (SOURCES.index(line.source), line.provider == "cuBLAS",
                                            not line.provider.endswith("/12"), line.provider))
 
@@ -99,12 +111,10 @@ def launch_table(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90"
     lines = launch_lines(records, max_m, arch)
     if not lines:
         return f"No record yet of the runs these lines fit ({DECODE_RUN[arch]}, with its CUDA-graph run)."
-    runs = _runs(records, arch)
     rows = ["| timed | kernel | fixed per launch | rate once streaming | shapes | farthest point from the line |",
             "|---|---|---|---|---|---|"]
     for line in lines:
-        copy = _copy_tb_s(runs[line.source])
-        share = f" ({line.tb_s / copy:.0%} of copy)" if copy else ""
+        share = f" ({line.tb_s / line.copy_tb_s:.0%} of copy)" if line.copy_tb_s else ""
         rows.append(f"| {line.source} | {line.provider} | {line.fixed_us:.1f} us | {line.tb_s:.2f} TB/s{share} | "
                     f"{len(line.points)} | {line.worst_us:.1f} us |")
     return "\n".join(rows)
