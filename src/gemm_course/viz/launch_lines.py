@@ -87,20 +87,16 @@ def _runs(records: Sequence[dict], arch: str) -> dict:
 def launch_lines(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90") -> list:
     """A :class:`Line` per source and provider of ``arch``'s newest decode and CUDA-graph runs, over
     their shapes with at most ``max_m`` tokens; a provider whose points do not define a line is left out."""
+    from .memory_roofline import _copy
+
     lines = []
     for source, runs in _runs(records, arch).items():
         for provider, points in _points(runs, source, max_m).items():
             found = fit(points)
             if found:
-                lines.append(Line(source, provider, tuple(sorted(points)), *found, _copy_tb_s(runs)))
+                lines.append(Line(source, provider, tuple(sorted(points)), *found, _copy(runs)))
     return sorted(lines, key=lambda line: (SOURCES.index(line.source), line.provider == "cuBLAS",
                                            not line.provider.endswith("/12"), line.provider))
-
-
-def _copy_tb_s(runs: Sequence[dict]) -> Optional[float]:
-    from .memory_roofline import _copy
-
-    return _copy(runs)
 
 
 def launch_table(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90") -> str:
@@ -150,9 +146,9 @@ def launch_figure(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90
             xs = np.array([b for b, _ in line.points]) / 1e6
             ax.plot(xs, [us for _, us in line.points], "o", color=color, markersize=5, alpha=0.7)
             ends = np.array([0.0, right])
-            ax.plot(ends, line.fixed_us + ends * 1e6 * 1e-6 / line.tb_s, "-", color=color, linewidth=1.4,
+            ax.plot(ends, line.fixed_us + ends / line.tb_s, "-", color=color, linewidth=1.4,
                     label=f"{line.provider}: {line.fixed_us:.1f} us + bytes at {line.tb_s:.2f} TB/s")
-        copy = _copy_tb_s(runs[source])
+        copy = next(line.copy_tb_s for line in lines if line.source == source)
         if copy:
             ax.plot([0, right], [0, right / copy], "--", color="black", linewidth=1.0,
                     label=f"bytes at the copy bandwidth, {copy:.2f} TB/s")
