@@ -22,6 +22,8 @@
 #          multicast to both token tiles, cuBLAS's swapped 64 x 64 tile with both operands multicast,
 #          the pairs in 2 x 2 clusters, all 256 tokens in one tile
 #          (OUT/tune_256b/tune.json)
+#   tune_handover  at M = 256, the split's hand-over: a split layer against the same CTAs with K whole, the
+#          gathered hand-over against step 11's, W cold and warm (OUT/tune_handover{,_warm}/tune.json)
 #   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
@@ -137,11 +139,12 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_fe
   2>&1 | tee "$out/tune_few_w.log" | tail -30 || status=1
 ;;
 tune_prefetch)
-# with pdl, W's first K tiles put in L2 before the wait (prefetch_w): its gain is in the back-to-back
+# with pdl, W's first K tiles put in L2 before the wait (prefetch_w; the rule's for pairs): its gain is in the back-to-back
 # column ("seed"), where each launch may start while the one before drains; per launch it should tie
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_prefetch" \
   --what "step 12 with W's first 4-64 K tiles put in L2 before pdl's wait, against none and against no pdl" \
-  sm90/12 "sm90/12:prefetch_w=4" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=16" "sm90/12:prefetch_w=64" "sm90/12:pdl=false" \
+  sm90/12 "sm90/12:prefetch_w=0" "sm90/12:prefetch_w=4" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=16" "sm90/12:prefetch_w=64" \
+  "sm90/12:pdl=false,prefetch_w=0" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x2048x8192 16x14336x4096 256x2048x8192 \
   2>&1 | tee "$out/tune_prefetch.log" | tail -50 || status=1
 ;;
@@ -182,6 +185,19 @@ python3 scripts/gpu_tune.py --rounds 5 --repeats 30 --out "$out/tune_256_warm" \
   sm90/12 "sm90/12:cluster_m=2" "$sw256,tile_m=128,stages=4" "$s11,tile_n=112,epi_n=16" \
   --shapes 256x2048x8192 256x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/tune_256_warm.log" | tail -20 || status=1
+;;
+tune_handover)
+# the split's hand-over at 256 tokens: 256 x 2048 x 8192 (pairs, K in two parts) against 256 x 2048 x 4096
+# (the same tiles with K whole: each CTA the same bytes and MMAs, no hand-over) and 256 x 4096 x 4096
+# (twice the tiles, K whole); the finisher's gathered loads against step 11's one part after the other;
+# W rotated out of L2, then left in it (OUT/tune_handover/tune.json, OUT/tune_handover_warm/tune.json)
+for warm in "" _warm; do
+rotate=--rotate; [ -n "$warm" ] && rotate=
+python3 scripts/gpu_tune.py $rotate --rounds 5 --repeats 30 --out "$out/tune_handover$warm" \
+  --what "M = 256: the split's hand-over against the same CTAs with K whole${warm:+ (W left in L2)}" \
+  sm90/12 "sm90/12:gather_parts=false" --shapes 256x2048x8192 256x2048x4096 256x4096x4096 \
+  2>&1 | tee "$out/tune_handover$warm.log" | tail -12 || status=1
+done
 ;;
 chapter)
 # chapter 12 top to bottom on this GPU (its live cells included), with nbclient (the notebook tools'
@@ -229,12 +245,13 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
 ;;
 graphs_prefetch)
 python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_prefetch \
-  --steps sm90/12 "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false" "sm90/12:stream_k=true" \
+  --steps sm90/12 "sm90/12:prefetch_w=0" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false,prefetch_w=0" \
+  "sm90/12:stream_k=true" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|chapter|bench|reversed|graphs|graphs_prefetch|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, chapter, bench, reversed, graphs, graphs_prefetch, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|chapter|bench|reversed|graphs|graphs_prefetch|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, chapter, bench, reversed, graphs, graphs_prefetch, sweep)"; status=2 ;;
 esac
 done
 exit $status

@@ -314,10 +314,15 @@ def test_split_decode_tiles_are_correct_launch_after_launch(gather):
 @pytest.mark.compile
 def test_w_prefetched_into_l2_before_the_wait_is_an_option():
     """prefetch_w: with pdl, the producer requests its first K tiles of W into L2 (a TMA prefetch of
-    operand A, W once swapped) before it waits for the kernel before, and loads after; off by default,
-    and refused without pdl."""
+    operand A, W once swapped) before it waits for the kernel before, and loads after; the rule takes it
+    only for token tiles in pairs (their CTAs start as the kernel before leaves), never without pdl;
+    refused without pdl."""
     config = STEP.config_for(GemmProblem(16, 4096, 4096))
-    assert config.prefetch_w == 0
+    assert config.prefetch_w == 0 and config.cluster_n == 1
+    paired = STEP.config_for(GemmProblem(64, 4096, 4096))
+    assert paired.cluster_n == 2 and paired.prefetch_w == step12.PAIR_PREFETCH_W > 0
+    assert step12.config_for(GemmProblem(64, 4096, 4096), step12.Config(pdl=False)).prefetch_w == 0
+    assert STEP.config_for(GemmProblem(300, 4096, 4096)).prefetch_w == 0  # step 11's kernel
     assert not STEP.check_config(dataclasses.replace(config, pdl=False, prefetch_w=8))[0]
     on = dataclasses.replace(config, prefetch_w=8)
     assert STEP.check_config(on) == (True, "")
@@ -331,16 +336,17 @@ def test_w_prefetched_into_l2_before_the_wait_is_an_option():
 @pytest.mark.skipif(arch.machine().target != "sm_90a", reason="sm90/12 runs on Hopper")
 @pytest.mark.parametrize("prefetch_w", [0, 8], ids=["loads", "w_prefetched"])
 @pytest.mark.parametrize("d", [4096, 2048], ids=["whole_k", "split_k"])
-def test_layers_launched_with_pdl_read_each_output_after_it_is_written(d, prefetch_w):
+@pytest.mark.parametrize("m", [16, 64], ids=["alone", "pairs"])
+def test_layers_launched_with_pdl_read_each_output_after_it_is_written(m, d, prefetch_w):
     """pdl on: four layers back to back on one stream and one workspace, each reading the output of
     the one before (all NaN-poisoned first): each against float32 of the input it read; with and
     without W's first K tiles prefetched into L2 before the wait."""
     from gemm_course.runtime.problem import reference, relative_error
 
-    torch.manual_seed(d)
-    m = 16
+    torch.manual_seed(d + m)
     config = dataclasses.replace(STEP.config_for(GemmProblem(m, d, d)), pdl=True, prefetch_w=prefetch_w)
-    assert config.stream_k == (d == 2048)
+    assert (config.cluster_n == 2) == (m == 64)
+    assert config.stream_k == (d == 2048 and m == 16)
     x = torch.randn(m, d, device="cuda").to(torch.bfloat16)
     weights = [(torch.randn(d, d, device="cuda") / d ** 0.5).to(torch.bfloat16) for _ in range(4)]
     outs = [torch.full((m, d), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in weights]
