@@ -281,6 +281,8 @@ def test_the_finisher_waits_for_every_part_at_once():
     per_thread = config.tile_m * config.tile_n // step11.Gemm(config).consumer_threads  # fp32 values of a partial sum
     assert inspect.ptx_count(off, "ld.global.b32") == per_thread  # one part per pass
     assert inspect.ptx_count(on, "ld.global.b32") == step12.GATHER * per_thread  # GATHER parts per pass
+    pairs = STEP.config_for(GemmProblem(256, 2048, 8192))  # token pairs: at most three pieces per tile
+    assert pairs.cluster_n == 2 and pairs.stream_k and not pairs.gather_parts
 
 
 # ---- on a Hopper GPU -------------------------------------------------------------------------------
@@ -322,6 +324,8 @@ def test_w_prefetched_into_l2_before_the_wait_is_an_option():
     paired = STEP.config_for(GemmProblem(64, 4096, 4096))
     assert paired.cluster_n == 2 and paired.prefetch_w == step12.PAIR_PREFETCH_W > 0
     assert step12.config_for(GemmProblem(64, 4096, 4096), step12.Config(pdl=False)).prefetch_w == 0
+    assert STEP.config_for(GemmProblem(128, 4096, 4096)).cluster_n == 2  # pairs above PREFETCH_MAX_M ...
+    assert STEP.config_for(GemmProblem(step12.PREFETCH_MAX_M + 1, 4096, 4096)).prefetch_w == 0  # ... load only
     assert STEP.config_for(GemmProblem(300, 4096, 4096)).prefetch_w == 0  # step 11's kernel
     assert not STEP.check_config(dataclasses.replace(config, pdl=False, prefetch_w=8))[0]
     on = dataclasses.replace(config, prefetch_w=8)

@@ -29,7 +29,9 @@ Parent: step 11. Key differences (chapter 12):
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
   thread per part waits for its flag, all at once, and the finisher issues every part's loads
-  before it adds any (``gather_parts``; off, it is step 11's hand-over).
+  before it adds any (``gather_parts``; off, it is step 11's hand-over). Each pass loads ``GATHER``
+  slots, missing parts included: the token pairs, whose tiles have at most three pieces, keep step
+  11's hand-over (at 256 x 2048 x 8192 on an H100, 1.04x the gathered one, W cold and warm).
 * *No lockstep.* Step 11 runs a long K loop's split tail in lockstep so that tiles sharing a
   panel read it together; swapped tiles are different rows of W and share nothing, and each
   lockstep main part would wait for helpers launched after all the mains. The classic layout at
@@ -45,8 +47,9 @@ Parent: step 11. Key differences (chapter 12):
   at 16 tokens (tune). Where the pairs busy nearly every SM, a CTA starts only as one of the kernel
   before leaves: there it first requests its first K tiles of W into L2 (``prefetch_w``), while
   the last CTAs before it drain. Inside CUDA graphs on an H100 at 4096 x 4096, 88% of the copy
-  bandwidth against 84% at 64 tokens, 85% against 83% at 128; no gain at 1 or 16 tokens, where the
-  next kernel's CTAs start on idle SMs at once.
+  bandwidth against 84% at 64 tokens (two runs); no gain at 1 or 16 tokens, where the next kernel's
+  CTAs start on idle SMs at once. Up to ``PREFETCH_MAX_M`` tokens: at 128 and 256 it gained 2-3
+  points in graphs but cost 2-4% per launch at 4096 x 4096 and 6144 x 4096.
 
 With more than ``SWAP_MAX_M`` (256) rows, or more than ``SWAP_ALONE_MAX_M`` (128) where the token
 tiles do not pair, ``config_for`` returns step 11's own choice with ``swap_ab`` off: the same kernel
@@ -87,7 +90,8 @@ WHOLE_WORK = 128 * 4096  # ... with at most this MMA work per tile row (tokens x
 PAIR_FROM_M = 32  # tokens above which two token tiles may share each W tile by multicast (``pair_tile_m``)
 PAIR_SPLIT_SHARE = 0.5  # pairs split K where W's tiles busy fewer of the SM pairs than this, with a long K (H100, tune)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
-PAIR_PREFETCH_W = 8  # K tiles of W each pair CTA puts in L2 before pdl's wait (``config_for``; H100, graphs)
+PAIR_PREFETCH_W = 8  # K tiles of W each pair CTA puts in L2 before pdl's wait (``config_for``; H100, graphs) ...
+PREFETCH_MAX_M = 64  # ... up to this many tokens: above, it cost 2-4% per launch at 4096-6144 rows (H100)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,8 +189,9 @@ def pair_tile_m(m: int, n: int, pairs: int) -> int:
 def config_for(problem, config: Config = Config()) -> Config:
     """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens: where ``pair_tile_m`` names a
     height, two token tiles of half the tokens (rounded up to 16) in 1 x 2 clusters, K whole unless
-    the tiles leave more than half the pairs idle and tokens x K exceeds ``WHOLE_WORK``, and
-    ``PAIR_PREFETCH_W`` K tiles of W put in L2 before pdl's wait; else,
+    the tiles leave more than half the pairs idle and tokens x K exceeds ``WHOLE_WORK``, step 11's
+    hand-over, and up to ``PREFETCH_MAX_M`` tokens ``PAIR_PREFETCH_W`` K tiles of W put in L2 before
+    pdl's wait; else,
     up to ``SWAP_ALONE_MAX_M`` tokens, tile_n M rounded up to 16, tile_m and parts per tile from
     ``split_for``, K split or whole from ``splits_k``; the stages that fit; the classic layout at every K. Else
     step 11's choice with ``swap_ab``, ``gather_parts`` and ``pdl`` off and lockstep from step 11's K
@@ -202,8 +207,8 @@ def config_for(problem, config: Config = Config()) -> Config:
         pairs, tiles = max_clusters(2), -(-problem.n // pair_m)
         split = tiles < PAIR_SPLIT_SHARE * pairs and tile_n * problem.k > WHOLE_WORK  # half the pairs idle, long K
         return dataclasses.replace(config, tile_m=pair_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, cluster_n=2,
-                                   stages=stages_for(pair_m, tile_n, epi_n, 1), stream_k=split,
-                                   prefetch_w=PAIR_PREFETCH_W if config.pdl else 0)
+                                   stages=stages_for(pair_m, tile_n, epi_n, 1), stream_k=split, gather_parts=False,
+                                   prefetch_w=PAIR_PREFETCH_W if config.pdl and problem.m <= PREFETCH_MAX_M else 0)
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
     tile_m, max_parts = split_for(problem.n, clusters)
