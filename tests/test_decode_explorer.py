@@ -10,6 +10,7 @@ import pytest
 from synthetic import decode_record
 
 from gemm_course import hardware
+from gemm_course.kernels.sm90 import step12_swap_ab as step12
 from gemm_course.measure import records as rec
 from gemm_course.rules import schedule
 from gemm_course.runtime import ladder
@@ -31,7 +32,7 @@ def test_step_12_keeps_more_sms_streaming_a_narrow_layer_than_step_11():
 @pytest.mark.parametrize("m", [1, 8, 15, 16, 17, 40, 100, 128])
 def test_the_token_tile_is_m_or_half_of_it_rounded_up_to_16(m):
     lay = de.layout("sm90/12", m, 4096, 4096)
-    pairs = m > 32  # two token tiles of half the tokens, rounded up to 16 (``pairs_tokens``)
+    pairs = m > step12.PAIR_FROM_M  # two token tiles of half the tokens, rounded up to 16 (``pairs_tokens``)
     assert lay.swapped and lay.tile_n == max(16, -(-m // (32 if pairs else 16)) * 16)
     assert lay.cluster == (1, 2 if pairs else 1)
     assert lay.tile_n == ladder.get("sm90/12").config_for(GemmProblem(m, 4096, 4096)).tile_n

@@ -21,7 +21,7 @@ Parent: step 11. Key differences (chapter 12):
   keep close to half the SMs streaming and each tile's MMA work is small: there the hand-over
   costs more than the idle SMs. x is a few KiB per K tile, nothing worth multicasting.
 * *Token tiles in pairs.* A wide token tile's MMAs grow with the tokens (at 128, about as long as
-  its bytes of W). Above 32 tokens, where W's tiles fill about half to all of the SMs' pairs
+  its bytes of W). Above 16 tokens, where W's tiles fill about half to all of the SMs' pairs
   (``pair_tile_m``), the tokens go in two tiles of a 1 x 2 cluster: each W tile is loaded once and
   multicast to both CTAs, and each CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128
   tokens). So up to 256 tokens.
@@ -87,7 +87,7 @@ BUSY_SHARE = 0.9  # the share of the SMs a decode grid should keep streaming W
 FEW_PARTS = 2  # parts per 128-row tile beyond which 64-row tiles (half the parts) are faster (H100, tune)
 WHOLE_SHARE = 0.45  # the share of the SMs the tiles alone must keep streaming for K to stay whole ...
 WHOLE_WORK = 128 * 4096  # ... with at most this MMA work per tile row (tokens x K) (H100, tune)
-PAIR_FROM_M = 32  # tokens above which two token tiles may share each W tile by multicast (``pair_tile_m``)
+PAIR_FROM_M = 16  # tokens above which two token tiles may share each W tile by multicast (``pair_tile_m``)
 PAIR_SPLIT_SHARE = 0.5  # pairs split K where W's tiles busy fewer of the SM pairs than this, with a long K (H100, tune)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
 PAIR_PREFETCH_W = 8  # K tiles of W each pair CTA puts in L2 before pdl's wait (``config_for``; H100, graphs) ...
@@ -176,7 +176,9 @@ def pair_tile_m(m: int, n: int, pairs: int) -> int:
     tokens, against step 11's kernel: 1.04 against 0.81 (64 rows, 4096 x 4096), 0.91 against 0.74
     and 0.94 against 0.85 (128 rows at 6144 and 14336 rows), 0.83 against 0.85 at 2048 x 8192, where
     the pair split along K ran 0.86 against 0.74 whole in a later A/B (``config_for`` splits there).
-    cuBLAS runs 64 x 64 tiles at 128 tokens."""
+    cuBLAS runs 64 x 64 tiles at 128 tokens. At 32 tokens, pairs of 16-token tiles over 64-row W
+    tiles: 1.01 against 0.94 at 4096 x 4096, 1.03 against 0.98 at 2048 x 8192, 1.05 against 1.00 at
+    4096 x 14336; at 6144 rows, where 64-row tiles outnumber the pairs, 0.98 against 0.99."""
     if m <= PAIR_FROM_M:
         return 0
     if WHOLE_SHARE * pairs <= -(-n // 64) <= pairs:
