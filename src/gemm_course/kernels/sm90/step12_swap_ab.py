@@ -57,9 +57,9 @@ as step 11.
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
-H100: 0.99-1.03 of cuBLAS per M bucket from 1 to 128 and 0.96-0.97 at 256 (three runs), 1.1-1.7x
-step 11; inside CUDA graphs a 32 MB layer streams at 83-85% of the copy bandwidth (NOTES.md, "Step 12
-measured").
+H100 (this rule, both orders): 1.00-1.02 of cuBLAS per M bucket from 1 to 128 and 0.98-1.01 at 256, no
+shape below 0.91, 1.04-1.8x step 11; inside CUDA graphs a 32 MB layer streams at 84-88% of the copy
+bandwidth at 1-64 tokens (NOTES.md, "Pairs from 17 tokens").
 
 Accepts: any M (M = 1 included); N and K multiples of 8.
 """
