@@ -74,7 +74,8 @@ def test_bytes_and_floor():
 def test_the_mma_floor_is_the_busiest_ctas_k_tiles_at_the_rate_per_sm():
     """The busiest cluster's K tiles from the schedule's plan, each a tile_m x tile_n x tile_k product
     per CTA at the card's measured product rate shared by its SMs; far below the bytes' floor at a few
-    tokens, above it at 256 tokens over a layer whose pairs of 128-row tiles leave SMs idle (section 7)."""
+    tokens, above it at 256 tokens over a layer whose pairs of 128-row tiles leave SMs idle (exercise 3),
+    and under it again with step 11's kernel, which the rule runs there."""
     card = hardware.H100_SXM
     for m, n, k in [(1, 4096, 4096), (256, 6144, 4096), (256, 14336, 4096), (16, 1024, 4096)]:
         lay = de.layout("sm90/12", m, n, k)
@@ -84,7 +85,10 @@ def test_the_mma_floor_is_the_busiest_ctas_k_tiles_at_the_rate_per_sm():
         flops = lay.busiest_k_tiles * 2 * config.tile_m * config.tile_n * config.tile_k
         assert de.mma_floor_us(lay, card) == pytest.approx(flops / (card.measured_bf16_tflops * 1e12 / card.sms) * 1e6)
     few, near = de.model(1, 4096, 4096, card)["sm90/12"], de.model(256, 6144, 4096, card)["sm90/12"]
-    assert few.mma_us < few.floor_us / 5 and near.mma_us > near.floor_us
+    assert few.mma_us < few.floor_us / 5 and not near.layout.swapped and near.mma_us < near.floor_us
+    pairs = step12.Config(tile_m=128, tile_n=128, epi_n=64, epi_stages=1, cluster_n=2, stream_k=False,
+                          stages=step12.stages_for(128, 128, 64, 1))
+    assert de.mma_floor_us(de.layout("sm90/12", 256, 6144, 4096, config=pairs), card) > near.floor_us
     assert de.layout("sm90/12", 256, 14336, 4096).busiest_k_tiles == 2 * 64  # 112 pair-tiles on 66 pairs: two each
 
 

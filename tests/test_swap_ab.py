@@ -135,12 +135,17 @@ def test_split_for_makes_the_measured_choices():
 @pytest.mark.parametrize("m", (33, 64, 65, 100, 128, 200, 256))
 def test_token_tiles_pair_where_w_tiles_fill_about_half_to_all_of_the_sm_pairs(m):
     """The H100 tune's winners (NOTES.md): two token tiles in a 1 x 2 cluster over 64-row tiles of W at
-    2048 and 4096 rows (32 and 64 tiles for 66 pairs); above 64 tokens over 128-row tiles at 6144 and
-    14336 rows; nowhere at 1024 rows (K split instead, or step 11 above 128 tokens)."""
+    2048 and 4096 rows (32 and 64 tiles for 66 pairs); from 65 to 128 tokens over 128-row tiles at 6144
+    and 14336 rows, and above 128 tokens there step 11's kernel with 96 or 112 W rows per CTA (the
+    widths whose clusters fill their waves); nowhere at 1024 rows (K split instead, or step 11 above
+    128 tokens)."""
     tiles = {n: STEP.config_for(GemmProblem(m, n, 4096)) for n in (1024, 2048, 4096, 6144, 14336)}
     paired = {n: c.tile_m if c.swap_ab and c.cluster_n == 2 else 0 for n, c in tiles.items()}
-    wide = 128 if m > 64 else 0
+    wide = 128 if 64 < m <= step12.SWAP_ALONE_MAX_M else 0
     assert paired == {1024: 0, 2048: 64, 4096: 64, 6144: wide, 14336: wide}
+    if m > step12.SWAP_ALONE_MAX_M:  # the tokens in M: two 128-row tiles in a 2 x 1 cluster, W's rows in N
+        rows_in_n = {n: (c.swap_ab, c.tile_m, c.cluster_m, c.tile_n) for n, c in tiles.items() if n in (6144, 14336)}
+        assert rows_in_n == {6144: (False, 128, 2, 96), 14336: (False, 128, 2, 112)}
     assert all(not c.stream_k and c.tile_n * 2 >= m for n, c in tiles.items() if paired[n])  # K = 4096: whole
     # 32 tiles of W for 66 pairs and 128 tokens x 8192: split (H100 tune at 256 tokens: 0.86 against 0.74)
     long_k = STEP.config_for(GemmProblem(m, 2048, 8192))

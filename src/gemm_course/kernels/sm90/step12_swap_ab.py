@@ -24,7 +24,8 @@ Parent: step 11. Key differences (chapter 12):
   its bytes of W). Above 16 tokens, where W's tiles fill about half to all of the SMs' pairs
   (``pair_tile_m``), the tokens go in two tiles of a 1 x 2 cluster: each W tile is loaded once and
   multicast to both CTAs, and each CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128
-  tokens). So up to 256 tokens.
+  tokens). So up to 256 tokens; but above 128 tokens over 128-row W tiles, a pair's MMAs outlast its
+  bytes, and step 11's kernel with 96 or 112 W rows per CTA (``rows_in_n_width``) runs instead.
 * *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
@@ -52,12 +53,12 @@ Parent: step 11. Key differences (chapter 12):
   points in graphs but cost 2-4% per launch at 4096 x 4096 and 6144 x 4096.
 
 With more than ``SWAP_MAX_M`` (256) rows, or more than ``SWAP_ALONE_MAX_M`` (128) where the token
-tiles do not pair, ``config_for`` returns step 11's own choice with ``swap_ab`` off: the same kernel
-as step 11.
+tiles do not pair over 64-row W tiles, ``config_for`` returns step 11's choice with ``swap_ab`` off (over
+128-row W tiles, with ``rows_in_n_width``'s tile): the same kernel as step 11.
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
-H100 (this rule, both orders): 1.00-1.02 of cuBLAS per M bucket from 1 to 128 and 0.98-1.01 at 256, no
+H100 (the rule before ``rows_in_n_width``, both orders): 1.00-1.02 of cuBLAS per M bucket from 1 to 128 and 0.98-1.01 at 256, no
 shape below 0.91, 1.04-1.8x step 11; inside CUDA graphs a 32 MB layer streams at 84-88% of the copy
 bandwidth at 1-64 tokens (NOTES.md, "Pairs from 17 tokens").
 
@@ -65,6 +66,7 @@ Accepts: any M (M = 1 included); N and K multiples of 8.
 """
 
 import dataclasses
+from fractions import Fraction
 
 import cutlass
 import cutlass.cute as cute
@@ -90,6 +92,7 @@ WHOLE_WORK = 128 * 4096  # ... with at most this MMA work per tile row (tokens x
 PAIR_FROM_M = 16  # tokens above which two token tiles may share each W tile by multicast (``pair_tile_m``)
 PAIR_SPLIT_SHARE = 0.5  # pairs split K where W's tiles busy fewer of the SM pairs than this, with a long K (H100, tune)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
+ROWS_IN_N_WIDTHS = (128, 112, 96)  # W rows per tile where step 11's kernel takes > 128 tokens in M (``rows_in_n_width``)
 PAIR_PREFETCH_W = 8  # K tiles of W each pair CTA puts in L2 before pdl's wait (``config_for``; H100, graphs) ...
 PREFETCH_MAX_M = 64  # ... up to this many tokens: above, it cost 2-4% per launch at 4096-6144 rows (H100)
 
@@ -188,6 +191,19 @@ def pair_tile_m(m: int, n: int, pairs: int) -> int:
     return 0
 
 
+def rows_in_n_width(n: int, pairs: int) -> int:
+    """W rows per tile (step 11's ``tile_n``) where more than ``SWAP_ALONE_MAX_M`` tokens would pair over
+    128-row W tiles: the width of ``ROWS_IN_N_WIDTHS`` whose 2-CTA clusters fill their waves best (ties:
+    the wider). There step 11's kernel, the tokens in M (two 128-row tiles, x multicast), beat the pairs
+    on an H100 (tune, weights rotated out of L2): at 256 x 6144 x 4096, 96 rows (64 clusters) 0.97 of
+    cuBLAS against 0.90; at 256 x 14336 x 4096, 112 rows (128 clusters) 0.96 against 0.94. cuBLAS ran
+    the same widths there."""
+    def fill(width):
+        clusters = -(-n // width)
+        return Fraction(clusters, -(-clusters // pairs) * pairs)
+    return max(ROWS_IN_N_WIDTHS, key=lambda width: (fill(width), width))
+
+
 def config_for(problem, config: Config = Config()) -> Config:
     """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens: where ``pair_tile_m`` names a
     height, two token tiles of half the tokens (rounded up to 16) in 1 x 2 clusters, K whole unless
@@ -197,11 +213,18 @@ def config_for(problem, config: Config = Config()) -> Config:
     up to ``SWAP_ALONE_MAX_M`` tokens, tile_n M rounded up to 16, tile_m and parts per tile from
     ``split_for``, K split or whole from ``splits_k``; the stages that fit; the classic layout at every K. Else
     step 11's choice with ``swap_ab``, ``gather_parts`` and ``pdl`` off and lockstep from step 11's K
-    (step 11's kernel)."""
+    (step 11's kernel); where the pairs would take 128-row W tiles above ``SWAP_ALONE_MAX_M`` tokens, its
+    tile is two 128-token rows in a 2 x 1 cluster by ``rows_in_n_width`` W rows."""
     pair_m = pair_tile_m(problem.m, problem.n, max_clusters(2))
-    if problem.m > SWAP_MAX_M or (problem.m > SWAP_ALONE_MAX_M and not pair_m):
-        return parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, lockstep=True,
-                                                              pdl=False, **_STEP11_FIELDS))
+    if problem.m > SWAP_MAX_M or (problem.m > SWAP_ALONE_MAX_M and pair_m != 64):
+        step11 = parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, lockstep=True,
+                                                                pdl=False, **_STEP11_FIELDS))
+        if problem.m > SWAP_MAX_M or not pair_m:
+            return step11
+        width = rows_in_n_width(problem.n, max_clusters(2))
+        epi_n = next(w for w in (32, 16) if width % w == 0)
+        return dataclasses.replace(step11, tile_m=128, tile_n=width, epi_n=epi_n, epi_stages=1, cluster_m=2, cluster_n=1,
+                                   stages=stages_for(128, width, epi_n, 1))
     clusters = max_clusters(1)
     if pair_m:
         tile_n = -(-problem.m // 32) * 16  # half the tokens, rounded up to 16
