@@ -284,6 +284,33 @@ def test_the_pdl_ab_pairs_rows_by_their_recorded_pdl(tmp_path):
     assert "No A/B run" in _texts(mr.pdl_ab(str(tmp_path / "none"), run="tune_run97_pdl"))
 
 
+def graph_ab_records():
+    """An older and a newer A/B file inside graphs: two variants at two Ms each (the newer's shares differ)."""
+    out = []
+    files = (("20261207T030000Z_decode_graph_prefetch.json", 0.5), ("20261207T040000Z_decode_graph_prefetch.json", 0.8))
+    for name, base in files:
+        for m in (1, 64):
+            for j, variant in enumerate(("sm90/12", "sm90/12:prefetch_w=8,pdl=true")):
+                out.append({"kind": "decode_graph_ab", "step": "sm90/12", "variant": variant,
+                            "shape": {"m": m, "n": 4096, "k": 4096},
+                            "gpu": GPU, "date": name[:15], "torch": "2.11", "cutlass_dsl": "4.8.1", "driver": "580",
+                            "_file": f"results/x/{name}", "bandwidth": {"fraction_of_copy": base + 0.01 * (m == 64) + 0.05 * j,
+                                                                          "copy_tb_s": 3.0}})
+    return out
+
+
+def test_the_graph_ab_draws_the_newest_files_shares_per_variant():
+    assert "No record yet" in _texts(mr.graph_ab(graph_records()))  # the chapter's graph runs are not an A/B
+    fig = mr.graph_ab(graph_records() + graph_ab_records())
+    ax = fig.axes[0]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    assert heights == sorted(round(100 * x, 6) for x in (0.8, 0.81, 0.85, 0.86))  # the newer file only
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sorted(labels) == sorted(["the rule then", "prefetch_w=8, pdl=true", "85% of the copy bandwidth"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["M = 1", "M = 64"]
+    assert "040000Z_decode_graph_prefetch" in fig.caption and GPU in fig.caption
+
+
 CASES = {
     "graph_pdl": lambda tmp_path: mr.graph_pdl(graph_records()),
     "rooflines": lambda tmp_path: mr.rooflines(mr.problems(MS, 4096, 4096)),
@@ -296,6 +323,8 @@ CASES = {
     "pairs_ab": lambda tmp_path: mr.pairs_ab(_pairs_run(tmp_path), run="tune_run99_pairs"),
     "split_ab": lambda tmp_path: mr.split_ab(),
     "pdl_ab": lambda tmp_path: mr.pdl_ab(),
+    "graph_ab": lambda tmp_path: mr.graph_ab(graph_ab_records()),
+    "graph_ab_empty": lambda tmp_path: mr.graph_ab([]),
 }
 
 

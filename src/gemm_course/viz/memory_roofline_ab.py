@@ -1,7 +1,8 @@
 """The A/B runs behind step 12's rule, drawn for chapter 12 from ``results/tuning/NAME.json.gz``
 (``scripts/gpu_tune.py``: every variant checked against float32, then timed interleaved with cuBLAS):
 :func:`pairs_ab` (the token-tile pairs), :func:`split_ab` (K split or whole) and :func:`pdl_ab` (the
-next kernel launched early). Each row is labelled by the config it recorded; each figure says so
+next kernel launched early); and from the records of an A/B inside CUDA graphs (kind ``decode_graph_ab``,
+``scripts/gpu_decode_graph.py``), :func:`graph_ab`. Each row is labelled by the config it recorded; each figure says so
 when its file is absent. Re-exported by :mod:`gemm_course.viz.memory_roofline`.
 """
 
@@ -138,3 +139,43 @@ def pdl_ab(results_dir: Optional[str] = None, run: str = PDL_AB_RUN,
                             f"checked against float32 first, weights rotated out of L2. On {env.get('gpu')}, driver "
                             f"{env.get('driver')}, torch {env.get('torch')}, cutlass-dsl {env.get('cutlass_dsl')} "
                             f"(results/tuning/{run}.json.gz).", alt="Paired bars of speed-up per shape")
+
+
+GRAPH_AB_KIND = "decode_graph_ab"  # records of an A/B inside CUDA graphs, apart from the chapter's graph runs
+
+
+def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in L2 before the wait, or not") -> Figure:
+    """The newest A/B inside CUDA graphs (records of kind ``decode_graph_ab``, one file): per M, the
+    share of the run's copy bandwidth each variant of step 12 reached (the rule's config as it was then,
+    or the fields the variant changed), with the 85% of issue 40's bar. A message without records."""
+    found = [r for r in records if r.get("kind") == GRAPH_AB_KIND and r.get("bandwidth", {}).get("fraction_of_copy")]
+    if not found:
+        return message_figure("No record yet: gpu_decode12.sh's graphs_prefetch phase writes them (kind decode_graph_ab).",
+                              "W put in L2 before the wait, inside CUDA graphs: not measured yet.")
+    newest = max(found, key=lambda r: (r.get("date", ""), r.get("_file", "")))["_file"]
+    rows = [r for r in found if r["_file"] == newest]
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    ms = sorted({r["shape"]["m"] for r in rows})
+    share = {(r["variant"], r["shape"]["m"]): 100 * r["bandwidth"]["fraction_of_copy"] for r in rows}
+    fig = new_figure(PAGE_WIDTH, 3.8)
+    ax = fig.add_subplot()
+    width = 0.8 / len(variants)
+    for j, v in enumerate(variants):
+        xs = [i + (j - (len(variants) - 1) / 2) * width for i, m in enumerate(ms) if (v, m) in share]
+        label = "the rule then" if ":" not in v else v.split(":", 1)[1].replace(",", ", ")
+        ax.bar(xs, [share[v, m] for m in ms if (v, m) in share], width, color=CTA_COLORS[j % len(CTA_COLORS)], label=label)
+    ax.axhline(85, color=CUBLAS, linewidth=1.3, linestyle="--", label="85% of the copy bandwidth")
+    shape = rows[0]["shape"]
+    ax.set_xticks(range(len(ms)), [f"M = {m}" for m in ms], fontsize=TEXT_PT)
+    ax.set_xlabel(f"tokens, layer {shape['n']} x {shape['k']}")
+    ax.set_ylabel("% of the copy bandwidth")
+    ax.set_ylim(50, 100)
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=3, frameon=False)
+    r = rows[0]
+    return set_caption(fig, f"An A/B inside CUDA graphs, variants of step 12 in one run, each checked against float32; "
+                            f"copy bandwidth {r['bandwidth']['copy_tb_s']:.2f} TB/s measured in the same run. On "
+                            f"{r.get('gpu')}, {r.get('date', '')[:10]}, driver {r.get('driver')}, torch {r.get('torch')}, "
+                            f"cutlass-dsl {r.get('cutlass_dsl')} ({newest}).",
+                       alt="Grouped bars of share of copy bandwidth per M")
