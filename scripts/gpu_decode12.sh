@@ -23,7 +23,8 @@
 #          the pairs in 2 x 2 clusters, all 256 tokens in one tile
 #          (OUT/tune_256b/tune.json)
 #   tune_handover  at M = 256, the split's hand-over: a split layer against the same CTAs with K whole, the
-#          gathered hand-over against step 11's, W cold and warm (OUT/tune_handover{,_warm}/tune.json)
+#          gathered hand-over against step 11's, W cold and warm; K split or whole at K = 4096-8192
+#          (OUT/tune_handover{,_warm,_k}/tune.json)
 #   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
@@ -198,6 +199,12 @@ python3 scripts/gpu_tune.py $rotate --rounds 5 --repeats 30 --out "$out/tune_han
   sm90/12 "sm90/12:gather_parts=false" --shapes 256x2048x8192 256x2048x4096 256x4096x4096 \
   2>&1 | tee "$out/tune_handover$warm.log" | tail -12 || status=1
 done
+# the same layer width at K = 4096 to 8192 (W warm), K split in two against K whole: a hand-over that costs
+# the same at every K is a fixed latency; one that grows with K is the split's streams (OUT/tune_handover_k/tune.json)
+python3 scripts/gpu_tune.py --rounds 5 --repeats 30 --out "$out/tune_handover_k" \
+  --what "M = 256 over 2048 rows of W, W left in L2: K split in two or whole, at K = 4096 to 8192" \
+  sm90/12 "sm90/12:stream_k=true" "sm90/12:stream_k=false" --shapes 256x2048x4096 256x2048x6144 256x2048x8192 \
+  2>&1 | tee "$out/tune_handover_k.log" | tail -12 || status=1
 ;;
 chapter)
 # chapter 12 top to bottom on this GPU (its live cells included), with nbclient (the notebook tools'
