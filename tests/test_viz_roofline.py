@@ -284,6 +284,23 @@ def test_the_pdl_ab_pairs_rows_by_their_recorded_pdl(tmp_path):
     assert "No A/B run" in _texts(mr.pdl_ab(str(tmp_path / "none"), run="tune_run97_pdl"))
 
 
+def test_the_handover_ab_draws_the_pairs_hand_over_cold_and_warm(tmp_path):
+    """Each layer's bars are the committed A/B rows of the pairs' hand-over, W from HBM then W in L2; the
+    ticks say what each layer's recorded config launches, from the schedule (not typed)."""
+    from gemm_course.measure.records import load_tuning
+
+    fig = mr.handover_ab()
+    ax = fig.axes[0]
+    cold, warm = ({r["shape"]: r["median_ms"] * 1e3 for r in load_tuning(run)["rows"] if r["variant"] == mr.HANDOVER_VARIANT}
+                  for run in mr.HANDOVER_AB_RUNS)
+    shapes = list(cold)
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx([cold[sh] for sh in shapes] + [warm[sh] for sh in shapes])
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks[0] == "2048 x 8192\n128 CTAs, K in 2 parts" and ticks[2] == "4096 x 4096\n128 CTAs, K whole"
+    assert "No A/B runs" in _texts(mr.handover_ab(str(tmp_path / "none")))
+
+
 def graph_ab_records():
     """An older and a newer A/B file inside graphs: two variants at two Ms each (the newer's shares differ)."""
     out = []
@@ -325,6 +342,7 @@ CASES = {
     "pdl_ab": lambda tmp_path: mr.pdl_ab(),
     "graph_ab": lambda tmp_path: mr.graph_ab(graph_ab_records()),
     "graph_ab_empty": lambda tmp_path: mr.graph_ab([]),
+    "handover_ab": lambda tmp_path: mr.handover_ab(),
 }
 
 

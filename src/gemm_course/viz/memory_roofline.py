@@ -39,7 +39,19 @@ from ..measure.records import geomean, provenance, shape_of
 from ..runtime.problem import GemmProblem
 from ._style import CTA_COLORS, CUBLAS, MEASURED, PAGE_WIDTH, TEXT_PT, message_figure, new_figure, set_caption, wrap_title
 from .launch_lines import bytes_for_share, launch_figure, launch_lines, launch_table  # noqa: F401  (re-exported)
-from .memory_roofline_ab import GRAPH_AB_KIND, PAIRS_AB_RUN, PDL_AB_RUN, SPLIT_AB_RUN, graph_ab, pairs_ab, pdl_ab, split_ab  # noqa: F401  (re-exported)
+from .memory_roofline_ab import (  # noqa: F401  (re-exported)
+    GRAPH_AB_KIND,
+    HANDOVER_AB_RUNS,
+    HANDOVER_VARIANT,
+    PAIRS_AB_RUN,
+    PDL_AB_RUN,
+    SPLIT_AB_RUN,
+    graph_ab,
+    handover_ab,
+    pairs_ab,
+    pdl_ab,
+    split_ab,
+)
 
 # A model's assumption, not a measurement: the time from a load's issue to its data in shared
 # memory when HBM streams at full rate, of the order of a microsecond on Hopper and Blackwell

@@ -1,9 +1,10 @@
 """The A/B runs behind step 12's rule, drawn for chapter 12 from ``results/tuning/NAME.json.gz``
 (``scripts/gpu_tune.py``: every variant checked against float32, then timed interleaved with cuBLAS):
-:func:`pairs_ab` (the token-tile pairs), :func:`split_ab` (K split or whole) and :func:`pdl_ab` (the
-next kernel launched early); and from the records of an A/B inside CUDA graphs (kind ``decode_graph_ab``,
-``scripts/gpu_decode_graph.py``), :func:`graph_ab`. Each row is labelled by the config it recorded; each figure says so
-when its file is absent. Re-exported by :mod:`gemm_course.viz.memory_roofline`.
+:func:`pairs_ab` (the token-tile pairs), :func:`split_ab` (K split or whole), :func:`pdl_ab` (the next
+kernel launched early) and :func:`handover_ab` (what a hand-over costs); and from the records of an A/B
+inside CUDA graphs (kind ``decode_graph_ab``, ``scripts/gpu_decode_graph.py``), :func:`graph_ab`. Each
+row is labelled by the config it recorded; each figure says so when its file is absent. Re-exported by
+:mod:`gemm_course.viz.memory_roofline`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from ._style import CTA_COLORS, CUBLAS, PAGE_WIDTH, TEXT_PT, message_figure, new
 
 PAIRS_AB_RUN = "tune_run51_decode12_pairs_256"  # the A/B behind pair_tile_m at 128 tokens (NOTES.md)
 SPLIT_AB_RUN = "tune_run47_decode12_few_tokens"  # the A/B behind splits_k at 16 tokens (NOTES.md)
+HANDOVER_AB_RUNS = ("tune_run58_decode12_handover", "tune_run59_decode12_handover_warm")  # W cold, then warm (NOTES.md)
+HANDOVER_VARIANT = "sm90/12:gather_parts=false"  # the pairs' hand-over, as the rule now runs it
 
 
 def _ab_bars(tune: dict, run: str, series: dict, title: str, xlabel: str, what: str) -> Figure:
@@ -179,3 +182,46 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
                             f"{r.get('gpu')}, {r.get('date', '')[:10]}, driver {r.get('driver')}, torch {r.get('torch')}, "
                             f"cutlass-dsl {r.get('cutlass_dsl')} ({newest}).",
                        alt="Grouped bars of share of copy bandwidth per M")
+
+
+def handover_ab(results_dir: Optional[str] = None, runs: tuple = HANDOVER_AB_RUNS, m: int = 256,
+                title: str = "256 tokens: a layer split along K against the same CTAs with K whole") -> Figure:
+    """The A/B behind the pairs' hand-over (``results/tuning/RUN.json.gz``, W rotated out of L2, then left
+    in it): per layer, microseconds of step 12 with the pairs' one-by-one hand-over, W from HBM and W in
+    L2; each layer labelled with the CTAs and the K parts its recorded config launches (``decode_explorer
+    .layout``). A message without the files."""
+    from ..kernels.sm90 import step12_swap_ab
+    from ..measure.records import load_tuning
+    from ..teaching import decode_explorer
+
+    tunes = [load_tuning(run, results_dir) for run in runs]
+    if any(t is None for t in tunes):
+        return message_figure(f"No A/B runs {', '.join(runs)} under results/tuning/.", "The hand-over's A/B: not recorded here.")
+    series = {}
+    for label, tune in zip(("W from HBM", "W in L2"), tunes):
+        series[label] = {r["shape"]: r for r in tune["rows"] if r["variant"] == HANDOVER_VARIANT}
+    shapes = [sh for sh in series["W from HBM"] if all(sh in rows for rows in series.values())]
+    fig = new_figure(PAGE_WIDTH, 3.6)
+    ax = fig.add_subplot()
+    xs = np.arange(len(shapes))
+    for j, (label, rows) in enumerate(series.items()):
+        ax.bar(xs + (j - 0.5) * 0.4, [rows[sh]["median_ms"] * 1e3 for sh in shapes], 0.4, color=CTA_COLORS[j], label=label)
+    ticks = []
+    for sh in shapes:
+        _, n, k = (int(v) for v in sh.split("x"))
+        lay = decode_explorer.layout("sm90/12", m, n, k, config=step12_swap_ab.Config(**series["W from HBM"][sh]["config"]))
+        ticks.append(f"{n} x {k}\n{lay.ctas} CTAs, K {'in %d parts' % lay.parts if lay.parts > 1 else 'whole'}")
+    ax.set_xticks(xs, ticks, fontsize=TEXT_PT)
+    ax.set_xlabel(f"layer (N x K) at M = {m}")
+    ax.set_ylabel("microseconds (median)")
+    ax.set_ylim(0, 1.3 * max(rows[sh]["median_ms"] * 1e3 for rows in series.values() for sh in shapes))
+    ax.grid(True, axis="y", alpha=0.25)
+    ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
+    ax.legend(fontsize=TEXT_PT, loc="upper right", ncol=2, frameon=False)
+    env = tunes[0].get("env", {})
+    return set_caption(fig, f"Two A/B runs of step 12 with the pairs' hand-over (each variant checked against float32 "
+                            f"first): W rotated out of L2, then left in it. A split layer's CTAs each take half of K; "
+                            f"a layer with K whole and the same tile gives each CTA the same bytes and MMAs without a "
+                            f"hand-over. On {env.get('gpu')}, driver {env.get('driver')}, torch {env.get('torch')}, "
+                            f"cutlass-dsl {env.get('cutlass_dsl')} (results/tuning/{runs[0]}.json.gz, {runs[1]}.json.gz).",
+                       alt="Paired bars of microseconds per layer, W cold and warm")
