@@ -156,6 +156,18 @@ def test_token_tiles_pair_where_w_tiles_fill_about_half_to_all_of_the_sm_pairs(m
     assert all(STEP.check_config(c) == (True, "") for c in tiles.values())
 
 
+@pytest.mark.compile
+@pytest.mark.parametrize("n, width", [(6144, 96), (14336, 112)])
+def test_above_128_tokens_over_128_row_w_tiles_step_11s_kernel_compiles_the_chosen_width(n, width):
+    """rows_in_n_width's tile (tokens in M, 128 x 2 rows of them; W's rows in N) is step 11's kernel:
+    wgmma N is the width, both 128-row tiles of the 2 x 1 cluster are real tokens, no spills."""
+    config = STEP.config_for(GemmProblem(256, n, 4096))
+    assert not config.swap_ab and config.tile_n == width == step12.rows_in_n_width(n, 66)
+    art = arch.compile_step(STEP, config, target="sm_90a")
+    assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16", art.ptx)) == {str(width)}
+    assert "griddepcontrol" not in art.ptx  # step 11's kernel: no early launch
+    assert not any(r.spills for r in inspect.resources(art.cubin))
+
 @pytest.mark.fast
 @pytest.mark.parametrize("n, k", [(4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (2048, 8192)])
 def test_w_is_spread_over_most_sms(n, k):
