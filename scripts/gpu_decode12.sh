@@ -32,7 +32,8 @@
 #   graphs the same inside CUDA graphs (scripts/gpu_decode_graph.py, records tagged decode_graph); the
 #          kernels cuBLAS runs there and where it led step 12 (scripts/cublas_kernels.py, records tagged cublas_kernels)
 #   graphs_prefetch  inside CUDA graphs at the 32 MB layer: W's first 8 or 32 K tiles into L2 before pdl's
-#          wait, against none, against no pdl and against K split in two (every SM streaming; records of kind
+#          wait, against none, against no pdl and against K split in two (every SM streaming), with either
+#          hand-over (records of kind
 #          decode_graph_ab, tag decode_graph_prefetch)
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
@@ -253,7 +254,7 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
 graphs_prefetch)
 python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_prefetch \
   --steps sm90/12 "sm90/12:prefetch_w=0" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false,prefetch_w=0" \
-  "sm90/12:stream_k=true" \
+  "sm90/12:stream_k=true" "sm90/12:stream_k=true,gather_parts=false" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
