@@ -298,7 +298,7 @@ def test_the_finisher_waits_for_every_part_at_once():
     per_thread = config.tile_m * config.tile_n // step11.Gemm(config).consumer_threads  # fp32 values of a partial sum
     assert inspect.ptx_count(off, "ld.global.b32") == per_thread  # one part per pass
     assert inspect.ptx_count(on, "ld.global.b32") == step12.GATHER * per_thread  # GATHER parts per pass
-    pairs = STEP.config_for(GemmProblem(256, 2048, 8192))  # token pairs: at most three pieces per tile
+    pairs = STEP.config_for(GemmProblem(256, 2048, 8192))  # token pairs: one helper per split tile
     assert pairs.cluster_n == 2 and pairs.stream_k and not pairs.gather_parts
 
 

@@ -31,7 +31,7 @@ Parent: step 11. Key differences (chapter 12):
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
   thread per part waits for its flag, all at once, and the finisher issues every part's loads
   before it adds any (``gather_parts``; off, it is step 11's hand-over). Each pass loads ``GATHER``
-  slots, missing parts included: the token pairs, whose tiles have at most three pieces, keep step
+  slots, missing parts included: the token pairs, whose split tiles have one helper each, keep step
   11's hand-over (at 256 x 2048 x 8192 on an H100, 1.04x the gathered one, W cold and warm).
 * *No lockstep.* Step 11 runs a long K loop's split tail in lockstep so that tiles sharing a
   panel read it together; swapped tiles are different rows of W and share nothing, and each
@@ -58,9 +58,9 @@ tiles do not pair over 64-row W tiles, ``config_for`` returns step 11's choice w
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
-H100 (the rule before ``rows_in_n_width``, both orders): 1.00-1.02 of cuBLAS per M bucket from 1 to 128 and 0.98-1.01 at 256, no
-shape below 0.91, 1.04-1.8x step 11; inside CUDA graphs a 32 MB layer streams at 84-88% of the copy
-bandwidth at 1-64 tokens (NOTES.md, "Pairs from 17 tokens").
+H100 (the rule before ``rows_in_n_width``, both orders): 1.00-1.02 of cuBLAS per M bucket from 1 to
+128 and 0.98-1.01 at 256, no shape below 0.91, 1.04-1.8x step 11; inside CUDA graphs a 32 MB layer
+streams at 84-88% of the copy bandwidth at 1-64 tokens (NOTES.md, "Pairs from 17 tokens").
 
 Accepts: any M (M = 1 included); N and K multiples of 8.
 """
