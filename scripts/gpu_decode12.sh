@@ -25,6 +25,8 @@
 #   tune_handover  at M = 256, the split's hand-over: a split layer against the same CTAs with K whole, the
 #          gathered hand-over against step 11's, W cold and warm; K split or whole at K = 4096-8192
 #          (OUT/tune_handover{,_warm,_k}/tune.json)
+#   tune_rows_in_n  at 129-256 tokens over 128-row W tiles, step 11's kernel with 96, 112 or 128 W rows per CTA
+#          against the rule's width (OUT/tune_rows_in_n/tune.json)
 #   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
@@ -207,6 +209,17 @@ python3 scripts/gpu_tune.py --rounds 5 --repeats 30 --out "$out/tune_handover_k"
   sm90/12 "sm90/12:stream_k=true" "sm90/12:stream_k=false" --shapes 256x2048x4096 256x2048x6144 256x2048x8192 \
   2>&1 | tee "$out/tune_handover_k.log" | tail -12 || status=1
 ;;
+tune_rows_in_n)
+# above 128 tokens over 128-row W tiles the rule runs step 11's kernel with W's rows in N, the width whose
+# 2-CTA clusters fill their waves (rows_in_n_width, from one A/B at 6144 and 14336 rows): each width at more
+# layers and token counts, W rotated out of L2 (OUT/tune_rows_in_n/tune.json)
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_rows_in_n" \
+  --what "129-256 tokens over 128-row W tiles: step 11's kernel with 96, 112 or 128 W rows per CTA" \
+  sm90/11 sm90/12 "sm90/12:tile_n=96,epi_n=32,stages=7" "sm90/12:tile_n=112,epi_n=16,stages=7" \
+  "sm90/12:tile_n=128,epi_n=32,stages=6" \
+  --shapes 256x6144x4096 256x14336x4096 256x8192x4096 256x28672x4096 200x6144x4096 160x14336x4096 \
+  2>&1 | tee "$out/tune_rows_in_n.log" | tail -40 || status=1
+;;
 chapter)
 # chapter 12 top to bottom on this GPU (its live cells included), with nbclient (the notebook tools'
 # bundle); the executed notebook and every cell's text output go to OUT. Needs notebooks/12_memory_roofline.ipynb
@@ -258,8 +271,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|chapter|bench|reversed|graphs|graphs_prefetch|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, chapter, bench, reversed, graphs, graphs_prefetch, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|chapter|bench|reversed|graphs|graphs_prefetch|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, chapter, bench, reversed, graphs, graphs_prefetch, sweep)"; status=2 ;;
 esac
 done
 exit $status

@@ -123,7 +123,7 @@ def test_the_tune_phase_names_variants_the_steps_take(tmp_path):
                 takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))
 
 
-@pytest.mark.parametrize("phase", ["tune_prefetch", "tune_more", "tune_256b", "tune_handover"])
+@pytest.mark.parametrize("phase", ["tune_prefetch", "tune_more", "tune_256b", "tune_handover", "tune_rows_in_n"])
 def test_each_prepared_ab_names_variants_the_steps_take(tmp_path, phase):
     """Every variant of the A/B phases prepared for the next device run is a config its step accepts and
     takes at each of the phase's shapes (gpu_tune.py would stop at the first it refuses)."""
