@@ -27,6 +27,8 @@
 #          (OUT/tune_handover{,_warm,_k}/tune.json)
 #   tune_rows_in_n  at 129-256 tokens over 128-row W tiles, step 11's kernel with 96, 112 or 128 W rows per CTA
 #          against the rule's width (OUT/tune_rows_in_n/tune.json)
+#   tune_partial_m  at 160 and 200 tokens (token tiles partly empty) over 128-row W tiles: the rule (step 11's kernel,
+#          W's rows in N) against step 11 and the pairs over 64- or 128-row W tiles (OUT/tune_partial_m_{160,200}/tune.json)
 #   chapter  chapter 12 executed top to bottom on the GPU (OUT/12_memory_roofline.gpu.ipynb, OUT/chapter12_gpu.log)
 #   bench  the decode class at M in {1, 8, 16, 32, 64, 128, 256} against cuBLAS, per launch, weights
 #          rotated out of L2, sm90/11 in the same rounds (records tagged decode12)
@@ -37,6 +39,9 @@
 #          wait, against none, against no pdl and against K split in two (every SM streaming), with either
 #          hand-over (records of kind
 #          decode_graph_ab, tag decode_graph_prefetch)
+#   graphs_launch  inside CUDA graphs at the 32 MB layer, 1-64 tokens: the next kernel launched once the loads
+#          are issued (launch_after_loads) with 0-32 K tiles of W prefetched, against the launch at the start;
+#          8 stages (records of kind decode_graph_ab, tag decode_graph_launch)
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
@@ -264,6 +269,25 @@ python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
+graphs_launch)
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_launch \
+  --steps sm90/12 "sm90/12:launch_after_loads=true" "sm90/12:launch_after_loads=true,prefetch_w=8" \
+  "sm90/12:launch_after_loads=true,prefetch_w=16" "sm90/12:launch_after_loads=true,prefetch_w=32" "sm90/12:stages=8" \
+  --shapes 1x4096x4096 16x4096x4096 64x4096x4096 \
+  2>&1 | tee "$out/decode_graph_launch.log" || status=1
+;;
+tune_partial_m)
+for spec in "160 80 14336 6144" "200 112 6144 14336"; do
+read -r m w n1 n2 <<< "$spec"
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_partial_m_$m" \
+  --what "$m tokens over 128-row W tiles: step 11's kernel with W's rows in N (the rule), step 11, the pairs over 64- or 128-row W tiles" \
+  sm90/11 sm90/12 \
+  "sm90/12:swap_ab=true,tile_m=128,tile_n=$w,epi_n=16,epi_stages=1,cluster_m=1,cluster_n=2,stages=$(( $w == 80 ? 8 : 7 )),stream_k=false,gather_parts=false,lockstep=false,pdl=true,gpc_order=false" \
+  "sm90/12:swap_ab=true,tile_m=64,tile_n=$w,epi_n=16,epi_stages=1,cluster_m=1,cluster_n=2,stages=$(( $w == 80 ? 12 : 10 )),stream_k=false,gather_parts=false,lockstep=false,pdl=true,gpc_order=false" \
+  --shapes "${m}x${n1}x4096" "${m}x${n2}x4096" \
+  2>&1 | tee "$out/tune_partial_m_$m.log" | tail -12 || status=1
+done
+;;
 graphs_prefetch)
 python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_prefetch \
   --steps sm90/12 "sm90/12:prefetch_w=0" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false,prefetch_w=0" \
@@ -271,8 +295,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|chapter|bench|reversed|graphs|graphs_prefetch|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, chapter, bench, reversed, graphs, graphs_prefetch, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_prefetch|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_prefetch, sweep)"; status=2 ;;
 esac
 done
 exit $status

@@ -353,19 +353,38 @@ def test_w_prefetched_into_l2_before_the_wait_is_an_option():
     assert "cp.async.bulk.prefetch.tensor" not in arch.compile_step(STEP, config, target="sm_90a").ptx
 
 
+@pytest.mark.compile
+def test_the_next_kernel_may_launch_after_the_loads_instead_of_at_the_start():
+    """launch_after_loads: with pdl, the CTA lets the next kernel launch from the producer once its last
+    load is issued (after every TMA load in the PTX), not at its start; refused without pdl."""
+    config = dataclasses.replace(STEP.config_for(GemmProblem(1, 4096, 4096)), prefetch_w=8)
+    late = dataclasses.replace(config, launch_after_loads=True)
+    assert STEP.check_config(late) == (True, "")
+    assert not STEP.check_config(dataclasses.replace(late, pdl=False, prefetch_w=0))[0]
+    ptx = arch.compile_step(STEP, late, target="sm_90a").ptx
+    assert ptx.count("griddepcontrol.launch_dependents") == 1
+    launch = ptx.index("griddepcontrol.launch_dependents")
+    assert ptx.index("griddepcontrol.wait") < ptx.rindex("cp.async.bulk.tensor.2d.shared") < launch
+    early = arch.compile_step(STEP, config, target="sm_90a").ptx
+    assert early.index("griddepcontrol.launch_dependents") < early.index("cp.async.bulk.tensor.2d.shared")
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(arch.machine().target != "sm_90a", reason="sm90/12 runs on Hopper")
-@pytest.mark.parametrize("prefetch_w", [0, 8], ids=["loads", "w_prefetched"])
+@pytest.mark.parametrize("prefetch_w,late", [(0, False), (8, False), (8, True)],
+                         ids=["loads", "w_prefetched", "launched_after_loads"])
 @pytest.mark.parametrize("d", [4096, 2048], ids=["whole_k", "split_k"])
 @pytest.mark.parametrize("m", [16, 64], ids=["alone", "pairs"])
-def test_layers_launched_with_pdl_read_each_output_after_it_is_written(m, d, prefetch_w):
+def test_layers_launched_with_pdl_read_each_output_after_it_is_written(m, d, prefetch_w, late):
     """pdl on: four layers back to back on one stream and one workspace, each reading the output of
     the one before (all NaN-poisoned first): each against float32 of the input it read; with and
-    without W's first K tiles prefetched into L2 before the wait."""
+    without W's first K tiles prefetched into L2 before the wait, the next kernel launched at the start
+    or after the loads."""
     from gemm_course.runtime.problem import reference, relative_error
 
     torch.manual_seed(d + m)
-    config = dataclasses.replace(STEP.config_for(GemmProblem(m, d, d)), pdl=True, prefetch_w=prefetch_w)
+    config = dataclasses.replace(STEP.config_for(GemmProblem(m, d, d)), pdl=True, prefetch_w=prefetch_w,
+                                 launch_after_loads=late)
     assert (config.cluster_n == 2) == (m == 64)
     assert config.stream_k == (d == 2048 and m == 16)
     x = torch.randn(m, d, device="cuda").to(torch.bfloat16)

@@ -234,6 +234,10 @@ class Gemm(parent.Gemm):
         """The producer warp, before its first load (of K tiles k_begin .. k_end - 1 of ``tile_coord``):
         nothing here (step 12 can wait for the kernel before, and warm L2 with its first tiles of W)."""
 
+    def after_last_load(self):
+        """The producer warp, once its last load is issued: nothing here (step 12 can let the next kernel
+        launch then)."""
+
     # ---- device side: handing tiles and partial sums over --------------------------------------
 
     def publish_tile(self, u, tile_coord, storage):
@@ -348,6 +352,7 @@ class Gemm(parent.Gemm):
                     if u + 1 < num_units:  # the next unit's tile, while this unit's last loads are in flight
                         next_index, next_begin, next_end = self.work_unit(u + 1, plan, num_k_tiles)
                         next_m, next_n, _ = self.cluster_tile_coord(self.placed_index(next_index, u + 1, plan, shift), mC)
+                self.after_last_load()
                 mainloop_pipeline.producer_tail(load_state)
         else:
             # consumer warpgroups: wgmma over the unit's K tiles, then hand over or finish the tile

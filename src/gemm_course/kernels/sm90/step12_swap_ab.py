@@ -113,6 +113,7 @@ class Config(parent.Config):
     lockstep: bool = False  # the classic layout at every K: lockstep's shared panels buy nothing here (below)
     pdl: bool = True  # programmatic dependent launch (``Gemm.before_first_load``): the next layer starts early
     prefetch_w: int = 0  # with pdl, K tiles of W put in L2 before the wait (``config_for``: pairs only)
+    launch_after_loads: bool = False  # with pdl, the next kernel launches once the loads are issued, not at the start
 
 
 def check_config(config: Config):
@@ -129,6 +130,8 @@ def check_config(config: Config):
         return ok, why
     if config.stages < 1:
         return False, "stages must be at least 1"
+    if config.launch_after_loads and not config.pdl:
+        return False, "launch_after_loads (when the next kernel may launch) needs pdl"
     if config.prefetch_w < 0 or (config.prefetch_w and not config.pdl):
         return False, "prefetch_w (K tiles of W put in L2 before waiting for the kernel before) needs pdl, and >= 0"
     if not 1 <= config.max_parts <= 32:
