@@ -57,9 +57,9 @@ def test_a_variant_changes_only_the_fields_it_names_and_is_checked(graph_script)
 
     problem = GemmProblem(16, 4096, 4096)
     chosen = ladder.get("sm90/12").config_for(problem)
-    step, config = graph_script.step_config("sm90/12:prefetch_w=8", problem)
-    assert step.key == "sm90/12" and config.prefetch_w == 8 and chosen.prefetch_w == 0
-    assert dataclasses.replace(config, prefetch_w=0) == chosen
+    step, config = graph_script.step_config("sm90/12:prefetch_w=16", problem)
+    assert step.key == "sm90/12" and config.prefetch_w == 16 and chosen.prefetch_w != 16
+    assert dataclasses.replace(config, prefetch_w=chosen.prefetch_w) == chosen
     assert graph_script.step_config("sm90/12", problem)[1] == chosen
     with pytest.raises((SystemExit, ValueError)):
         graph_script.step_config("sm90/12:no_such_field=1", problem)

@@ -136,14 +136,14 @@ def test_split_for_makes_the_measured_choices():
 def test_token_tiles_pair_where_w_tiles_fill_about_half_to_all_of_the_sm_pairs(m):
     """The H100 tune's winners (NOTES.md): two token tiles in a 1 x 2 cluster over 64-row tiles of W at
     2048 and 4096 rows (32 and 64 tiles for 66 pairs); from 65 to 128 tokens over 128-row tiles at 6144
-    and 14336 rows, and above 128 tokens there step 11's kernel with 96 or 112 W rows per CTA (the
-    widths whose clusters fill their waves); nowhere at 1024 rows (K split instead, or step 11 above
-    128 tokens)."""
+    and 14336 rows up to 255 tokens, and at 256 tokens there step 11's kernel with 96 or 112 W rows per
+    CTA (the widths whose clusters fill their waves); nowhere at 1024 rows (K split instead, or step 11
+    above 128 tokens)."""
     tiles = {n: STEP.config_for(GemmProblem(m, n, 4096)) for n in (1024, 2048, 4096, 6144, 14336)}
     paired = {n: c.tile_m if c.swap_ab and c.cluster_n == 2 else 0 for n, c in tiles.items()}
-    wide = 128 if 64 < m <= step12.SWAP_ALONE_MAX_M else 0
+    wide = 128 if 64 < m < 2 * step12.ROWS_IN_N_TOKENS else 0
     assert paired == {1024: 0, 2048: 64, 4096: 64, 6144: wide, 14336: wide}
-    if m > step12.SWAP_ALONE_MAX_M:  # the tokens in M: two 128-row tiles in a 2 x 1 cluster, W's rows in N
+    if m == 2 * step12.ROWS_IN_N_TOKENS:  # the tokens in M: two 128-row tiles in a 2 x 1 cluster, W's rows in N
         rows_in_n = {n: (c.swap_ab, c.tile_m, c.cluster_m, c.tile_n) for n, c in tiles.items() if n in (6144, 14336)}
         assert rows_in_n == {6144: (False, 128, 2, 96), 14336: (False, 128, 2, 112)}
     assert all(not c.stream_k and c.tile_n * 2 >= m for n, c in tiles.items() if paired[n])  # K = 4096: whole
@@ -154,6 +154,19 @@ def test_token_tiles_pair_where_w_tiles_fill_about_half_to_all_of_the_sm_pairs(m
     assert not tiles[1024].swap_ab or tiles[1024].cluster_n == 1
     assert tiles[1024].swap_ab is (m <= step12.SWAP_ALONE_MAX_M)
     assert all(STEP.check_config(c) == (True, "") for c in tiles.values())
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("m", [129, 160, 200, 255])
+@pytest.mark.parametrize("n", [6144, 14336])
+def test_partly_empty_token_tiles_pair_over_128_row_w_tiles(m, n):
+    """Between 128 and 256 tokens step 11's kernel (W's rows in N) would run partly empty 128-token
+    tiles; the rule pairs two token tiles of half the tokens over 128-row W tiles instead, and takes
+    step 11's kernel only at 256 tokens."""
+    config = STEP.config_for(GemmProblem(m, n, 4096))
+    assert config.swap_ab and config.tile_m == 128 and config.cluster_n == 2
+    assert config.tile_n == -(-m // 32) * 16
+    assert not STEP.config_for(GemmProblem(256, n, 4096)).swap_ab
 
 
 @pytest.mark.compile
@@ -334,12 +347,15 @@ def test_split_decode_tiles_are_correct_launch_after_launch(gather):
 def test_w_prefetched_into_l2_before_the_wait_is_an_option():
     """prefetch_w: with pdl, the producer requests its first K tiles of W into L2 (a TMA prefetch of
     operand A, W once swapped) before it waits for the kernel before, and loads after; the rule takes it
-    only for token tiles in pairs (their CTAs start as the kernel before leaves), never without pdl;
-    refused without pdl."""
-    config = STEP.config_for(GemmProblem(16, 4096, 4096))
-    assert config.prefetch_w == 0 and config.cluster_n == 1
+    for token tiles in pairs (their CTAs start as the kernel before leaves) and for single tiles that
+    leave half the SMs idle, launched after their loads; never without pdl; refused without pdl."""
+    config = STEP.config_for(GemmProblem(16, 6144, 4096))  # 96 tiles: more than half the SMs busy
+    assert config.prefetch_w == 0 and config.cluster_n == 1 and not config.launch_after_loads
+    half = STEP.config_for(GemmProblem(16, 4096, 4096))  # 64 tiles of 132 SMs, K whole
+    assert half.prefetch_w == step12.PREFETCH_W > 0 and half.launch_after_loads and not half.stream_k
+    assert not STEP.config_for(GemmProblem(16, 2048, 8192)).launch_after_loads  # K split: every SM busy
     paired = STEP.config_for(GemmProblem(64, 4096, 4096))
-    assert paired.cluster_n == 2 and paired.prefetch_w == step12.PAIR_PREFETCH_W > 0
+    assert paired.cluster_n == 2 and paired.prefetch_w == step12.PREFETCH_W and not paired.launch_after_loads
     assert step12.config_for(GemmProblem(64, 4096, 4096), step12.Config(pdl=False)).prefetch_w == 0
     assert STEP.config_for(GemmProblem(128, 4096, 4096)).cluster_n == 2  # pairs above PREFETCH_MAX_M ...
     assert STEP.config_for(GemmProblem(step12.PREFETCH_MAX_M + 1, 4096, 4096)).prefetch_w == 0  # ... load only
@@ -359,6 +375,7 @@ def test_the_next_kernel_may_launch_after_the_loads_instead_of_at_the_start():
     load is issued (after every TMA load in the PTX), not at its start; refused without pdl."""
     config = dataclasses.replace(STEP.config_for(GemmProblem(1, 4096, 4096)), prefetch_w=8)
     late = dataclasses.replace(config, launch_after_loads=True)
+    config = dataclasses.replace(config, launch_after_loads=False)
     assert STEP.check_config(late) == (True, "")
     assert not STEP.check_config(dataclasses.replace(late, pdl=False, prefetch_w=0))[0]
     ptx = arch.compile_step(STEP, late, target="sm_90a").ptx

@@ -24,8 +24,9 @@ Parent: step 11. Key differences (chapter 12):
   its bytes of W). Above 16 tokens, where W's tiles fill about half to all of the SMs' pairs
   (``pair_tile_m``), the tokens go in two tiles of a 1 x 2 cluster: each W tile is loaded once and
   multicast to both CTAs, and each CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128
-  tokens). So up to 256 tokens; but above 128 tokens over 128-row W tiles, a pair's MMAs outlast its
-  bytes, and step 11's kernel with 96 or 112 W rows per CTA (``rows_in_n_width``) runs instead.
+  tokens). So up to 256 tokens; but at 256 tokens over 128-row W tiles, a pair's MMAs outlast its
+  bytes, and step 11's kernel with 96 or 112 W rows per CTA (``rows_in_n_width``) runs instead. Its
+  two 128-token tiles must be full: at 160 and 200 tokens the pairs beat it by 1.2-1.5x (H100, tune).
 * *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
   sum, one part after the other, spends two L2 round trips (~1 us each) per part. Here one
@@ -50,11 +51,14 @@ Parent: step 11. Key differences (chapter 12):
   the last CTAs before it drain. Inside CUDA graphs on an H100 at 4096 x 4096, 88% of the copy
   bandwidth against 84% at 64 tokens (two runs); no gain at 1 or 16 tokens, where the next kernel's
   CTAs start on idle SMs at once. Up to ``PREFETCH_MAX_M`` tokens: at 128 and 256 it gained 2-3
-  points in graphs but cost 2-4% per launch at 4096 x 4096 and 6144 x 4096.
+  points in graphs but cost 2-4% per launch at 4096 x 4096 and 6144 x 4096. A grid of single tiles
+  that leaves half the SMs idle would start the next kernel, and its prefetch, a whole layer early:
+  there each CTA lets the next kernel launch only once its loads are issued (``launch_after_loads``),
+  and the prefetch lands as this kernel drains: 88% against 85% at 16 tokens (H100, graphs).
 
-With more than ``SWAP_MAX_M`` (256) rows, or more than ``SWAP_ALONE_MAX_M`` (128) where the token
-tiles do not pair over 64-row W tiles, ``config_for`` returns step 11's choice with ``swap_ab`` off (over
-128-row W tiles, with ``rows_in_n_width``'s tile): the same kernel as step 11.
+With more than ``SWAP_MAX_M`` (256) rows, more than ``SWAP_ALONE_MAX_M`` (128) where the token tiles do
+not pair, or two full 128-token tiles over 128-row W tiles (``rows_in_n_width``'s tile), ``config_for``
+returns step 11's choice with ``swap_ab`` off: the same kernel as step 11.
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
@@ -92,8 +96,9 @@ WHOLE_WORK = 128 * 4096  # ... with at most this MMA work per tile row (tokens x
 PAIR_FROM_M = 16  # tokens above which two token tiles may share each W tile by multicast (``pair_tile_m``)
 PAIR_SPLIT_SHARE = 0.5  # pairs split K where W's tiles busy fewer of the SM pairs than this, with a long K (H100, tune)
 GATHER = 4  # parts whose partial sums are loaded per pass before any is added (more parts, more passes)
-ROWS_IN_N_WIDTHS = (128, 112, 96)  # W rows per tile where step 11's kernel takes > 128 tokens in M (``rows_in_n_width``)
-PAIR_PREFETCH_W = 8  # K tiles of W each pair CTA puts in L2 before pdl's wait (``config_for``; H100, graphs) ...
+ROWS_IN_N_WIDTHS = (128, 112, 96)  # W rows per tile where step 11's kernel takes 256 tokens in M (``rows_in_n_width``)
+ROWS_IN_N_TOKENS = 128  # ... only in full 128-token tiles: at 160 and 200 tokens the pairs won (H100, tune)
+PREFETCH_W = 8  # K tiles of W a CTA puts in L2 before pdl's wait (``config_for``; H100, graphs) ...
 PREFETCH_MAX_M = 64  # ... up to this many tokens: above, it cost 2-4% per launch at 4096-6144 rows (H100)
 
 
@@ -195,12 +200,13 @@ def pair_tile_m(m: int, n: int, pairs: int) -> int:
 
 
 def rows_in_n_width(n: int, pairs: int) -> int:
-    """W rows per tile (step 11's ``tile_n``) where more than ``SWAP_ALONE_MAX_M`` tokens would pair over
+    """W rows per tile (step 11's ``tile_n``) where two full 128-token tiles would pair over
     128-row W tiles: the width of ``ROWS_IN_N_WIDTHS`` whose 2-CTA clusters fill their waves best (ties:
     the wider). There step 11's kernel, the tokens in M (two 128-row tiles, x multicast), beat the pairs
     on an H100 (tune, weights rotated out of L2): at 256 x 6144 x 4096, 96 rows (64 clusters) 0.97 of
     cuBLAS against 0.90; at 256 x 14336 x 4096, 112 rows (128 clusters) 0.96 against 0.94. cuBLAS ran
-    the same widths there."""
+    the same widths there. At 160 and 200 tokens (token tiles partly empty) the same kernel ran 0.66-0.81
+    against the pairs' 0.95-0.97: ``config_for`` takes it only with full token tiles."""
     def fill(width):
         clusters = -(-n // width)
         return Fraction(clusters, -(-clusters // pairs) * pairs)
@@ -211,18 +217,21 @@ def config_for(problem, config: Config = Config()) -> Config:
     """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens: where ``pair_tile_m`` names a
     height, two token tiles of half the tokens (rounded up to 16) in 1 x 2 clusters, K whole unless
     the tiles leave more than half the pairs idle and tokens x K exceeds ``WHOLE_WORK``, step 11's
-    hand-over, and up to ``PREFETCH_MAX_M`` tokens ``PAIR_PREFETCH_W`` K tiles of W put in L2 before
+    hand-over, and up to ``PREFETCH_MAX_M`` tokens ``PREFETCH_W`` K tiles of W put in L2 before
     pdl's wait; else,
     up to ``SWAP_ALONE_MAX_M`` tokens, tile_n M rounded up to 16, tile_m and parts per tile from
-    ``split_for``, K split or whole from ``splits_k``; the stages that fit; the classic layout at every K. Else
+    ``split_for``, K split or whole from ``splits_k``; the stages that fit; the classic layout at every K;
+    where the tiles, K whole, busy at most half the clusters, the next kernel launched once the loads are
+    issued and ``PREFETCH_W`` K tiles of W put in L2 before the wait. Else
     step 11's choice with ``swap_ab``, ``gather_parts`` and ``pdl`` off and lockstep from step 11's K
-    (step 11's kernel); where the pairs would take 128-row W tiles above ``SWAP_ALONE_MAX_M`` tokens, its
-    tile is two 128-token rows in a 2 x 1 cluster by ``rows_in_n_width`` W rows."""
+    (step 11's kernel); where the pairs would take 128-row W tiles with every token tile full
+    (``ROWS_IN_N_TOKENS``), its tile is two 128-token rows in a 2 x 1 cluster by ``rows_in_n_width`` W rows."""
     pair_m = pair_tile_m(problem.m, problem.n, max_clusters(2))
-    if problem.m > SWAP_MAX_M or (problem.m > SWAP_ALONE_MAX_M and pair_m != 64):
+    rows_in_n = problem.m > SWAP_ALONE_MAX_M and pair_m == 128 and problem.m % ROWS_IN_N_TOKENS == 0
+    if problem.m > SWAP_MAX_M or (problem.m > SWAP_ALONE_MAX_M and not pair_m) or rows_in_n:
         step11 = parent.config_for(problem, dataclasses.replace(config, swap_ab=False, gather_parts=False, lockstep=True,
                                                                 pdl=False, **_STEP11_FIELDS))
-        if problem.m > SWAP_MAX_M or not pair_m:
+        if not rows_in_n:
             return step11
         width = rows_in_n_width(problem.n, max_clusters(2))
         epi_n = next(w for w in (32, 16) if width % w == 0)
@@ -236,14 +245,17 @@ def config_for(problem, config: Config = Config()) -> Config:
         split = tiles < PAIR_SPLIT_SHARE * pairs and tile_n * problem.k > WHOLE_WORK  # half the pairs idle, long K
         return dataclasses.replace(config, tile_m=pair_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, cluster_n=2,
                                    stages=stages_for(pair_m, tile_n, epi_n, 1), stream_k=split, gather_parts=False,
-                                   prefetch_w=PAIR_PREFETCH_W if config.pdl and problem.m <= PREFETCH_MAX_M else 0)
+                                   prefetch_w=PREFETCH_W if config.pdl and problem.m <= PREFETCH_MAX_M else 0)
     tile_n = max(16, -(-problem.m // 16) * 16)
     epi_n = next(w for w in (64, 48, 32, 16) if tile_n % w == 0)
     tile_m, max_parts = split_for(problem.n, clusters)
     stages = stages_for(tile_m, tile_n, epi_n, 1)
     stream_k = splits_k(-(-problem.n // tile_m), tile_n, problem.k, clusters)
+    late = (config.pdl and not stream_k and -(-problem.n // tile_m) <= clusters // 2  # half the SMs idle
+            and problem.m <= PREFETCH_MAX_M)
     return dataclasses.replace(config, tile_m=tile_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, stages=stages,
-                               max_parts=max_parts, stream_k=stream_k)
+                               max_parts=max_parts, stream_k=stream_k, launch_after_loads=late,
+                               prefetch_w=PREFETCH_W if late else 0)
 
 
 # step 11's defaults for the fields this step's Config changes (its choice for large M starts there)
