@@ -147,7 +147,8 @@ def pdl_ab(results_dir: Optional[str] = None, run: str = PDL_AB_RUN,
 GRAPH_AB_KIND = "decode_graph_ab"  # records of an A/B inside CUDA graphs, apart from the chapter's graph runs
 
 
-def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in L2 before the wait, or not") -> Figure:
+def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in L2 before the wait, "
+                                   "and when the next kernel launches") -> Figure:
     """The newest A/B inside CUDA graphs (records of kind ``decode_graph_ab``, one file): per M, the
     share of the run's copy bandwidth each variant of step 12 reached (the rule's config as it was then,
     or the fields the variant changed), with the 85% of issue 40's bar. A message without records."""
