@@ -62,9 +62,10 @@ returns step 11's choice with ``swap_ab`` off: the same kernel as step 11.
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
-H100 (the rule before ``rows_in_n_width``, both orders): 1.00-1.02 of cuBLAS per M bucket from 1 to
-128 and 0.98-1.01 at 256, no shape below 0.91, 1.04-1.8x step 11; inside CUDA graphs a 32 MB layer
-streams at 84-88% of the copy bandwidth at 1-64 tokens (NOTES.md, "Pairs from 17 tokens").
+H100 (with ``rows_in_n_width``, before ``launch_after_loads`` and the pairs at 129-255 tokens, both
+orders): 1.00-1.02 of cuBLAS per M bucket from 1 to 128 and 1.02-1.04 at 256, no shape below 0.949,
+1.04-1.8x step 11; inside CUDA graphs a 32 MB layer streams at 84-88% of the copy bandwidth at 1-64
+tokens (NOTES.md, "The rule with rows_in_n_width, benched").
 
 Accepts: any M (M = 1 included); N and K multiples of 8.
 """
