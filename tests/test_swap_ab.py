@@ -354,6 +354,8 @@ def test_w_prefetched_into_l2_before_the_wait_is_an_option():
     half = STEP.config_for(GemmProblem(16, 4096, 4096))  # 64 tiles of 132 SMs, K whole
     assert half.prefetch_w == step12.PREFETCH_W > 0 and half.launch_after_loads and not half.stream_k
     assert not STEP.config_for(GemmProblem(16, 2048, 8192)).launch_after_loads  # K split: every SM busy
+    one = STEP.config_for(GemmProblem(1, 4096, 4096))  # one token: the launch at the start, no prefetch
+    assert not one.launch_after_loads and one.prefetch_w == 0 and step12.LATE_FROM_M == 2
     paired = STEP.config_for(GemmProblem(64, 4096, 4096))
     assert paired.cluster_n == 2 and paired.prefetch_w == step12.PREFETCH_W and not paired.launch_after_loads
     assert step12.config_for(GemmProblem(64, 4096, 4096), step12.Config(pdl=False)).prefetch_w == 0

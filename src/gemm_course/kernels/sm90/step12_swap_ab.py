@@ -54,7 +54,8 @@ Parent: step 11. Key differences (chapter 12):
   points in graphs but cost 2-4% per launch at 4096 x 4096 and 6144 x 4096. A grid of single tiles
   that leaves half the SMs idle would start the next kernel, and its prefetch, a whole layer early:
   there each CTA lets the next kernel launch only once its loads are issued (``launch_after_loads``),
-  and the prefetch lands as this kernel drains: 88% against 85% at 16 tokens (H100, graphs).
+  and the prefetch lands as this kernel drains: 88% against 85% at 16 tokens (H100, graphs). Not at
+  one token, where it gained nothing in graphs and the prefetch cost 2% per launch (``LATE_FROM_M``).
 
 With more than ``SWAP_MAX_M`` (256) rows, more than ``SWAP_ALONE_MAX_M`` (128) where the token tiles do
 not pair, or two full 128-token tiles over 128-row W tiles (``rows_in_n_width``'s tile), ``config_for``
@@ -101,6 +102,7 @@ ROWS_IN_N_WIDTHS = (128, 112, 96)  # W rows per tile where step 11's kernel take
 ROWS_IN_N_TOKENS = 128  # ... only in full 128-token tiles: at 160 and 200 tokens the pairs won (H100, tune)
 PREFETCH_W = 8  # K tiles of W a CTA puts in L2 before pdl's wait (``config_for``; H100, graphs) ...
 PREFETCH_MAX_M = 64  # ... up to this many tokens: above, it cost 2-4% per launch at 4096-6144 rows (H100)
+LATE_FROM_M = 2  # single tiles launch the next kernel late from this many tokens: at one, no gain in graphs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,8 +224,8 @@ def config_for(problem, config: Config = Config()) -> Config:
     pdl's wait; else,
     up to ``SWAP_ALONE_MAX_M`` tokens, tile_n M rounded up to 16, tile_m and parts per tile from
     ``split_for``, K split or whole from ``splits_k``; the stages that fit; the classic layout at every K;
-    where the tiles, K whole, busy at most half the clusters, the next kernel launched once the loads are
-    issued and ``PREFETCH_W`` K tiles of W put in L2 before the wait. Else
+    where the tiles, K whole, busy at most half the clusters, from ``LATE_FROM_M`` tokens, the next kernel
+    launched once the loads are issued and ``PREFETCH_W`` K tiles of W put in L2 before the wait. Else
     step 11's choice with ``swap_ab``, ``gather_parts`` and ``pdl`` off and lockstep from step 11's K
     (step 11's kernel); where the pairs would take 128-row W tiles with every token tile full
     (``ROWS_IN_N_TOKENS``), its tile is two 128-token rows in a 2 x 1 cluster by ``rows_in_n_width`` W rows."""
@@ -253,7 +255,7 @@ def config_for(problem, config: Config = Config()) -> Config:
     stages = stages_for(tile_m, tile_n, epi_n, 1)
     stream_k = splits_k(-(-problem.n // tile_m), tile_n, problem.k, clusters)
     late = (config.pdl and not stream_k and -(-problem.n // tile_m) <= clusters // 2  # half the SMs idle
-            and problem.m <= PREFETCH_MAX_M)
+            and LATE_FROM_M <= problem.m <= PREFETCH_MAX_M)
     return dataclasses.replace(config, tile_m=tile_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, stages=stages,
                                max_parts=max_parts, stream_k=stream_k, launch_after_loads=late,
                                prefetch_w=PREFETCH_W if late else 0)
