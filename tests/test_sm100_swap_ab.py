@@ -304,6 +304,19 @@ def test_programmatic_dependent_launch_waits_before_the_first_load(m):
     assert "griddepcontrol" not in arch.compile_step(STEP, off, target="sm_100a").ptx
 
 
+@pytest.mark.compile
+def test_the_next_kernel_may_launch_after_the_loads():
+    """launch_after_loads (as on Hopper): with pdl, the TMA warp lets the next kernel launch once its last
+    load is issued, after every TMA load in the PTX; refused without pdl."""
+    late = dataclasses.replace(chosen((16, 4096, 4096)), pdl=True, launch_after_loads=True)
+    assert STEP.check_config(late) == (True, "")
+    assert not STEP.check_config(dataclasses.replace(late, pdl=False))[0]
+    ptx = arch.compile_step(STEP, late, target="sm_100a").ptx
+    assert ptx.count("griddepcontrol.launch_dependents") == 1
+    loads = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor\.\dd\.shared", ptx)]
+    assert ptx.index("griddepcontrol.wait") < loads[0] and loads[-1] < ptx.index("griddepcontrol.launch_dependents")
+
+
 def _without_names(ptx: str) -> str:
     for name in set(re.findall(r"\.entry\s+(\w+)", ptx)):
         ptx = ptx.replace(name, "KERNEL")

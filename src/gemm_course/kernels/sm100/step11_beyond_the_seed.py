@@ -419,6 +419,10 @@ class Gemm(parent.Gemm):
     def before_first_load(self):
         """The TMA warp, before its first load: nothing here (step 12 can wait for the kernel before)."""
 
+    def after_last_load(self):
+        """The TMA warp, once its last load is issued: nothing here (step 12 can let the next kernel launch
+        then)."""
+
     # ---- the kernel ---------------------------------------------------------------------------
 
     @cute.kernel
@@ -477,6 +481,7 @@ class Gemm(parent.Gemm):
                     cta_in_cluster, k_begin, k_end,
                 )
                 u, valid, clc_state = self.next_tile(clc_pipeline, clc_state, storage)
+            self.after_last_load()
             mainloop_pipeline.producer_tail(load_state)
 
         if warp_idx == MMA_WARP:
