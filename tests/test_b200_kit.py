@@ -130,7 +130,7 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     names = [name for name, _ in phases if name != "nvidia_smi"]  # planned only where nvidia-smi exists
     assert names == ["doctor", "stepwise", "pytest_gpu", "sanitize_racecheck", "sanitize_synccheck",
                      "ladder", "broad_sweep", "broad_sweep_reversed", "tail_ab", "decode12", "decode12_reversed",
-                     "decode_graph", "copy"]
+                     "decode_graph", "decode_graph_launch", "copy"]
     cmd = dict(phases)
     tail = cmd["tail_ab"]  # the A/B the book and the kit's table read, as gemm_course.measure.b200 names it
     assert b200.tail_ab_command().replace('"', "") in tail.replace(str(tmp_path / "out"), "OUT")
@@ -159,6 +159,10 @@ def test_dry_run_on_a_pretended_b200_plans_every_phase(tmp_path):
     graph = cmd["decode_graph"].split()
     assert graph[graph.index("--steps") + 1:graph.index("--shapes")] == ["sm100/12", "sm100/11"]
     assert graph[graph.index("--shapes") + 1:] == list(b200.DECODE_GRAPH_SHAPES)
+    launch = cmd["decode_graph_launch"].split()  # the early launch's A/B, kept apart from the chapter's records
+    assert launch[launch.index("--kind") + 1] == "decode_graph_ab" and launch[launch.index("--tag") + 1] == "decode_graph_launch"
+    assert launch[launch.index("--steps") + 1:launch.index("--shapes")] == list(b200.decode_launch_variants())
+    assert launch[launch.index("--shapes") + 1:] == list(b200.DECODE_LAUNCH_SHAPES)
     assert "results/nvidia-b200/" in out and "pull request" in out and "results/logs/*_b200_*.log" in out
 
 
@@ -315,9 +319,12 @@ import json, sys
 args = sys.argv[1:]
 out, steps = args[args.index("--out") + 1], args[args.index("--steps") + 1:args.index("--shapes")]
 shapes = args[args.index("--shapes") + 1:]
-recs = [{"kind": "decode_graph", "step": st, "gpu": "NVIDIA B200", "shape": dict(zip("mnk", map(int, sh.split("x")))),
-         "rel_error": 3e-3, "ratio": 1.0, "date": "2027-01-01"} for st in steps for sh in shapes]
-json.dump({"schema": 1, "records": recs}, open(f"{out}/20270101T000100Z_decode_graph.json", "w"))
+kind = args[args.index("--kind") + 1] if "--kind" in args else "decode_graph"
+tag = args[args.index("--tag") + 1] if "--tag" in args else "decode_graph"
+recs = [{"kind": kind, "step": st.split(":")[0], "variant": st, "gpu": "NVIDIA B200",
+         "shape": dict(zip("mnk", map(int, sh.split("x")))), "rel_error": 3e-3, "ratio": 1.0, "date": "2027-01-01"}
+        for st in steps for sh in shapes]
+json.dump({"schema": 1, "records": recs}, open(f"{out}/20270101T0001{len(tag):02d}Z_{tag}.json", "w"))
 ' "${@:2}" ;;
   *) echo "unexpected: $*"; exit 3 ;;
 esac
@@ -346,7 +353,7 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
     status = (out / "status.log").read_text()
     assert [line.split(":")[0] for line in status.splitlines()] == [
         "gpu_check", "doctor", "stepwise", "pytest_gpu", "sanitize", "ladder", "broad_sweep", "broad_sweep_reversed",
-        "tail_ab", "decode12", "decode12_reversed", "decode_graph", "copy"]
+        "tail_ab", "decode12", "decode12_reversed", "decode_graph", "decode_graph_launch", "copy"]
     steps_table = proc.stdout[proc.stdout.index("== steps"):]
     blackwell = len(ladder.steps("sm100"))
     assert steps_table.count("sm100/") >= blackwell
@@ -360,9 +367,11 @@ def test_the_whole_flow_with_faked_gpu_phases(tmp_path, fail):
         return
     assert timed == [s.key for s in ladder.steps("sm100")]
     copied = sorted(p.name for p in (results / "nvidia-b200").iterdir())
-    assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 6  # ladder, sweeps, decode, graphs
+    assert copied == sorted(p.name for p in out.glob("*.json")) and len(copied) == 7  # ladder, sweeps, decode, graphs x 2
     assert len(records.load_records(str(results))) == blackwell * 2 + 2 * 46 + 2 * 2 * 35
     assert len(records.load_records(str(results), kind="decode_graph")) == 2 * len(b200.DECODE_GRAPH_SHAPES)
+    launch_ab = records.load_records(str(results), kind="decode_graph_ab")
+    assert len(launch_ab) == len(b200.decode_launch_variants()) * len(b200.DECODE_LAUNCH_SHAPES)
     tail = proc.stdout[proc.stdout.index("== records"):]
     assert "broad sweep sm100/11: 46 shapes" in tail and "broad sweep reversed sm100/11: 46 shapes" in tail
     assert "decode12 sm100/12: 35 shapes, ratio to cuBLAS geometric mean per M 1: 0.800," in tail

@@ -326,6 +326,11 @@ def test_the_graph_ab_draws_the_newest_files_shares_per_variant():
     assert sorted(labels) == sorted(["the rule then", "prefetch_w=8, pdl=true", "85% of the copy bandwidth"])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["M = 1", "M = 64"]
     assert "040000Z_decode_graph_prefetch" in fig.caption and GPU in fig.caption
+    # a newer A/B of the Blackwell step (the B200 kit's launch A/B) is another card's: the Hopper figure keeps its own
+    blackwell = [dict(r, step="sm100/12", variant=r["variant"].replace("sm90", "sm100"),
+                      _file="results/y/20261208T000000Z_x.json") for r in graph_ab_records()]
+    assert "040000Z_decode_graph_prefetch" in mr.graph_ab(graph_ab_records() + blackwell).caption
+    assert "20261208T000000Z_x" in mr.graph_ab(graph_ab_records() + blackwell, arch="sm100").caption
 
 
 CASES = {

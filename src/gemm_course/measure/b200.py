@@ -36,6 +36,7 @@ from .b200_phases import (  # noqa: F401  (re-exported: the pages', scripts' and
 )
 from .b200_records import (  # noqa: F401
     DECODE_GRAPH_SHAPES,
+    DECODE_LAUNCH_SHAPES,
     DECODE_TAGS,
     SWEEP_TAGS,
     TAIL_AB,
@@ -44,6 +45,7 @@ from .b200_records import (  # noqa: F401
     TAIL_AB_VARIANTS,
     copy_records,
     copy_tail_ab,
+    decode_launch_variants,
     decode_lines,
     decode_shapes_text,
     decode_step_key,

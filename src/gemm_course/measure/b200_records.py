@@ -64,6 +64,17 @@ DECODE_TAGS = ("decode12", "decode12_reversed")
 DECODE_GRAPH_SHAPES = ("1x4096x4096", "16x4096x4096", "64x4096x4096", "128x4096x4096", "16x14336x4096", "16x4096x14336",
                        "128x14336x4096")
 
+# The kit's A/B of the early launch inside CUDA graphs (``pdl``, off on Blackwell until a B200 measures it):
+# the step as it is, with the next kernel launched at the start, and launched once the loads are issued
+DECODE_LAUNCH_SHAPES = ("1x4096x4096", "16x4096x4096", "64x4096x4096")
+
+
+def decode_launch_variants() -> tuple:
+    """The decode step as it is, with ``pdl`` on, and with ``pdl`` and ``launch_after_loads`` on, as
+    ``gpu_decode_graph.py --steps`` takes them."""
+    key = decode_step_key()
+    return key, f"{key}:pdl=true", f"{key}:pdl=true,launch_after_loads=true"
+
 
 def decode_step_key() -> str:
     """The Blackwell memory-roofline step the kit's decode run times (``ladder.decode("sm100")``)."""

@@ -148,11 +148,12 @@ GRAPH_AB_KIND = "decode_graph_ab"  # records of an A/B inside CUDA graphs, apart
 
 
 def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in L2 before the wait, "
-                                   "and when the next kernel launches") -> Figure:
-    """The newest A/B inside CUDA graphs (records of kind ``decode_graph_ab``, one file): per M, the
-    share of the run's copy bandwidth each variant of step 12 reached (the rule's config as it was then,
-    or the fields the variant changed), with the 85% of issue 40's bar. A message without records."""
-    found = [r for r in records if r.get("kind") == GRAPH_AB_KIND and r.get("bandwidth", {}).get("fraction_of_copy")]
+                                   "and when the next kernel launches", arch: str = "sm90") -> Figure:
+    """The newest A/B inside CUDA graphs of ``arch``'s step 12 (records of kind ``decode_graph_ab``, one
+    file): per M, the share of the run's copy bandwidth each variant reached (the rule's config as it was
+    then, or the fields the variant changed), with the 85% of issue 40's bar. A message without records."""
+    found = [r for r in records if r.get("kind") == GRAPH_AB_KIND and r.get("bandwidth", {}).get("fraction_of_copy")
+             and str(r.get("step", "")).startswith(arch + "/")]
     if not found:
         return message_figure("No record yet: gpu_decode12.sh's graphs_prefetch phase writes them (kind decode_graph_ab).",
                               "W put in L2 before the wait, inside CUDA graphs: not measured yet.")
