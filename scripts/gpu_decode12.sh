@@ -42,6 +42,9 @@
 #   graphs_launch  inside CUDA graphs at the 32 MB layer, 1-64 tokens: the next kernel launched once the loads
 #          are issued (launch_after_loads) with 0-32 K tiles of W prefetched, against the launch at the start;
 #          8 stages (records of kind decode_graph_ab, tag decode_graph_launch)
+#   graphs_m1_second  inside CUDA graphs, one token measured after 16 (every graph run so far measured M = 1 first,
+#          and it alone gained nothing from the late launch): the rule, late launch with 8 K tiles prefetched, neither
+#          (records of kind decode_graph_ab, tag decode_graph_m1_second)
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
@@ -276,6 +279,12 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 \
   2>&1 | tee "$out/decode_graph_launch.log" || status=1
 ;;
+graphs_m1_second)
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_m1_second \
+  --steps sm90/12 "sm90/12:launch_after_loads=true,prefetch_w=8" "sm90/12:launch_after_loads=false,prefetch_w=0" \
+  --shapes 16x4096x4096 1x4096x4096 64x4096x4096 \
+  2>&1 | tee "$out/decode_graph_m1_second.log" || status=1
+;;
 tune_partial_m)
 for spec in "160 80 14336 6144" "200 112 6144 14336"; do
 read -r m w n1 n2 <<< "$spec"
@@ -295,8 +304,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_prefetch|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_prefetch, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_m1_second|graphs_prefetch|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_m1_second, graphs_prefetch, sweep)"; status=2 ;;
 esac
 done
 exit $status
