@@ -162,7 +162,8 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     ms = sorted({r["shape"]["m"] for r in rows})
     share = {(r["variant"], r["shape"]["m"]): 100 * r["bandwidth"]["fraction_of_copy"] for r in rows}
-    fig = new_figure(PAGE_WIDTH, 3.8)
+    legend_rows = -(-(len(variants) + 1) // 2)  # two columns below the axes, the 85% line among them
+    fig = new_figure(PAGE_WIDTH, 3.2 + 0.3 * legend_rows)
     ax = fig.add_subplot()
     width = 0.8 / len(variants)
     for j, v in enumerate(variants):
@@ -177,7 +178,7 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
     ax.set_ylim(50, 100)
     ax.grid(True, axis="y", alpha=0.25)
     ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=3, frameon=False)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=2, frameon=False)
     r = rows[0]
     return set_caption(fig, f"An A/B inside CUDA graphs, variants of step 12 in one run, each checked against float32; "
                             f"copy bandwidth {r['bandwidth']['copy_tb_s']:.2f} TB/s measured in the same run. On "
