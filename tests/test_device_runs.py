@@ -61,3 +61,23 @@ def test_the_command_line_checks_the_stamp_and_reports_a_refused_file(tmp_path, 
     printed = capsys.readouterr().out
     assert "20261207T120100Z_bad.json: 1 record(s) with rel. error" in printed and "tune_256b/tune.json: A/B run 1" in printed
     assert device_runs.next_run_number(str(tmp_path / "empty")) == 1
+
+
+@pytest.mark.parametrize("where", ["archive", "folder_with_the_archive"])
+def test_a_packed_run_is_unpacked_and_filed_the_same(tmp_path, where):
+    """A device call returns at most 8 files, so a run packs its folder (tar czf R.tgz R): the archive, or a
+    folder holding only it, files as the folder would, and its logs name the folder OUT."""
+    import tarfile
+
+    out = _out(tmp_path)
+    packed = tmp_path / "device" / "R.tgz"
+    packed.parent.mkdir()
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(out, arcname=out.name)  # as the device packs it: the folder's own name
+    results = tmp_path / "results"
+    arg = str(packed) if where == "archive" else str(packed.parent)
+    assert device_runs.main([arg, "--results", str(results), "--stamp", "20261207T1200", "--prefix", "p"]) == 1  # the bad file
+    assert (results / "nvidia-h100-80gb-hbm3" / "20261207T120000Z_decode12.json").exists()
+    assert sorted(p.name for p in (results / "tuning").iterdir()) == ["tune_run1_p_256b.json.gz", "tune_run2_p_prefetch.json.gz"]
+    log = (results / "logs" / "20261207T1200_check12.log").read_text()
+    assert log == "ran in OUT/sub and OUT\n" and "device-run-" not in log

@@ -13,11 +13,15 @@ What a Hopper script leaves in ``OUT`` (``scripts/gpu_decode12.sh``, ``gpu_tune.
 
 Nothing is overwritten: a destination that exists is reported and left. Returns, and prints, one line
 per file: what NOTES.md cites it by.
+
+``OUT`` may also be an archive of such a folder (``.tgz`` or ``.tar.gz``), or a folder holding only one:
+a device call returns at most 8 files, so a run packs its folder (``tar czf R.tgz R``) and this unpacks it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import glob
 import gzip
@@ -25,7 +29,11 @@ import json
 import os
 import re
 import sys
+import tarfile
+import tempfile
 from typing import Optional
+
+ARCHIVES = (".tgz", ".tar.gz")
 
 RUN_NUMBER = re.compile(r"^tune_run(\d+)")
 
@@ -38,9 +46,12 @@ def next_run_number(results_dir: str) -> int:
 
 
 def _redacted(text: str, out: str) -> str:
+    """``text`` with ``out``'s path written as OUT, and any other absolute path to a folder of ``out``'s name
+    (where the run wrote it, on the device, before it was packed and brought here)."""
     for folder in sorted({os.path.abspath(out), os.path.realpath(out)}, key=len, reverse=True):
         text = text.replace(folder, "OUT")
-    return text
+    name = re.escape(os.path.basename(os.path.abspath(out)))
+    return re.sub(rf"(?:/[^\s/'\"]+)+/{name}(?=[/\s'\",:)]|$)", "OUT", text)
 
 
 def file_run(out: str, results_dir: Optional[str] = None, stamp: Optional[str] = None, prefix: str = "") -> list:
@@ -78,18 +89,35 @@ def file_run(out: str, results_dir: Optional[str] = None, stamp: Optional[str] =
     return done
 
 
+@contextlib.contextmanager
+def unpacked(out: str):
+    """The run's folder: ``out`` itself, or, where ``out`` is an archive or a folder holding only one, the
+    archive unpacked into a temporary folder (its one top folder, if it has one), removed afterwards."""
+    entries = os.listdir(out) if os.path.isdir(out) else []
+    archive = out if out.endswith(ARCHIVES) else (
+        os.path.join(out, entries[0]) if len(entries) == 1 and entries[0].endswith(ARCHIVES) else None)
+    if archive is None:
+        yield out
+        return
+    with tempfile.TemporaryDirectory(prefix="device-run-") as tmp, tarfile.open(archive) as tar:
+        tar.extractall(tmp, filter="data")  # no links or paths out of the folder
+        inside = os.listdir(tmp)
+        yield os.path.join(tmp, inside[0]) if len(inside) == 1 and os.path.isdir(os.path.join(tmp, inside[0])) else tmp
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("out", help="the run's output folder")
+    p.add_argument("out", help="the run's output folder, or an archive of it (.tgz)")
     p.add_argument("--stamp", help="the run's UTC minute for the logs' names, YYYYMMDDTHHMM (default: now)")
     p.add_argument("--prefix", default="", help="a word in the A/B files' names, e.g. decode12")
     p.add_argument("--results", default=None, help="the results/ folder (default: the course's)")
     args = p.parse_args(argv)
     if args.stamp and not re.fullmatch(r"\d{8}T\d{4}", args.stamp):
         p.error("--stamp is a UTC minute, YYYYMMDDTHHMM, e.g. 20261207T1049")
-    done = file_run(args.out, args.results, args.stamp, args.prefix)
-    for src, dest, why in done:
-        print(f"{os.path.relpath(src, args.out)}: {why}" + (f" -> {dest}" if dest else ""))
+    with unpacked(args.out) as out:
+        done = file_run(out, args.results, args.stamp, args.prefix)
+        for src, dest, why in done:
+            print(f"{os.path.relpath(src, out)}: {why}" + (f" -> {dest}" if dest else ""))
     return 1 if any(dest is None and why != "no records" and not why.endswith("left") for _, dest, why in done) else 0
 
 
