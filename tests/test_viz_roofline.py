@@ -160,8 +160,9 @@ def test_pdl_figure_compares_runs_with_and_without_it():
     """A dot per run and M for sm90/12 (with pdl where the record's config says so) and cuBLAS, at the
     smallest weight only; the caption says where a run without pdl had the same tile."""
     before = graph_records()
-    after = [dict(r, _file="results/x/20261207T030000Z_decode_graph.json", date="2026-12-07T03:00:00",
-                  config={"tile_m": 64, "pdl": True}) for r in graph_records()]
+    after = [dict(r, _file="results/x/20261207T030000Z_decode_graph.json", date="2026-12-07T03:00:00",  # and the
+                  config={"tile_m": 64, "pdl": True, "prefetch_w": 8, "launch_after_loads": True})  # fields pdl brings
+             for r in graph_records()]
     for r in before:
         r["config"] = {"tile_m": 64} if r["shape"]["m"] == 1 else {"tile_m": 128}
     for r in after:

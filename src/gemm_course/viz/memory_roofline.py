@@ -65,6 +65,7 @@ DECODE_STEPS = {"sm90": DECODE12_STEPS, "sm100": ("sm100/12", "sm100/11")}  # ea
 DECODE_RUN = {"sm90": "`scripts/gpu_decode12.sh OUT check bench` on a Hopper GPU",
               "sm100": "the B200 kit, `make b200 OUT=...`, once `sm100/12` passes its checks"}
 GRAPH_KIND = "decode_graph"  # scripts/gpu_decode_graph.py
+PDL_FIELDS = ("pdl", "prefetch_w", "launch_after_loads")  # the config's fields that exist only with pdl
 BEHIND = 0.97  # cublas_wins lists the shapes below this ratio: the two orders of one run differ by up to ~3%
 STEP_COLORS = {"sm90/12": MEASURED, "sm90/11": CTA_COLORS[1], "cuBLAS": CUBLAS}
 
@@ -341,9 +342,9 @@ def graph_pdl(records: Sequence[dict], title: str = "Inside a CUDA graph, the sm
     ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2, frameon=False)
     files = sorted({os.path.basename(r.get("_file", "")) for r in runs})
-    # where a run without pdl had the very tile of a run with it (configs equal but for pdl)
+    # where a run without pdl had the very tile of a run with it (configs equal but for PDL_FIELDS)
     def tiles(m, with_pdl):
-        return {tuple(sorted((f, v) for f, v in (r.get("config") or {}).items() if f != "pdl")) for r in runs
+        return {tuple(sorted((f, v) for f, v in (r.get("config") or {}).items() if f not in PDL_FIELDS)) for r in runs
                 if r["step"] == "sm90/12" and shape_of(r)[0] == m and (r.get("config") or {}).get("pdl", False) == with_pdl}
     same = [str(m) for m in ms if tiles(m, True) & tiles(m, False)]
     other = [str(m) for m in ms if tiles(m, True) and tiles(m, False) and not tiles(m, True) & tiles(m, False)]
