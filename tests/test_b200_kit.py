@@ -237,6 +237,25 @@ def test_table_lists_the_ladder_and_the_sweep(tmp_path):
 
 
 @pytest.mark.fast
+def test_table_lists_the_runs_inside_graphs_per_step_and_variant(tmp_path):
+    """The decode runs inside CUDA graphs: a line per step (kind decode_graph) and per variant of the launch
+    A/B (kind decode_graph_ab), the share of the copy bandwidth per shape with cuBLAS's beside it."""
+    def graph(kind, step, variant, m, share):
+        return {"kind": kind, "step": step, "variant": variant, "gpu": "NVIDIA B200", "rel_error": 3e-3,
+                "shape": {"m": m, "n": 4096, "k": 4096},
+                "bandwidth": {"fraction_of_copy": share, "cublas_fraction_of_copy": 0.7}}
+    _write(tmp_path, "20270101T000000Z_ladder.json", [_record("sm100/11", (4096,) * 3, 1000.0, 1000.0)])
+    _write(tmp_path, "20270101T000100Z_decode_graph.json", [graph("decode_graph", "sm100/12", None, m, 0.8) for m in (1, 16)])
+    _write(tmp_path, "20270101T000200Z_decode_graph_launch.json",
+           [graph("decode_graph_ab", "sm100/12", v, 16, 0.9) for v in b200.decode_launch_variants()])
+    text = b200.table(str(tmp_path))
+    assert ("inside graphs (decode_graph) sm100/12, share of the copy bandwidth: 1x4096x4096 80% (cuBLAS 70%), "
+            "16x4096x4096 80% (cuBLAS 70%)") in text
+    assert "inside graphs (decode_graph_ab) sm100/12:pdl=true,launch_after_loads=true, share of the copy bandwidth: " \
+           "16x4096x4096 90% (cuBLAS 70%)" in text
+
+
+@pytest.mark.fast
 def test_makefile_target_calls_the_script():
     out = subprocess.run(["make", "-n", "b200", "OUT=somewhere"], cwd=ROOT, capture_output=True, text=True)
     assert "scripts/b200_validate.sh \"somewhere\"" in out.stdout

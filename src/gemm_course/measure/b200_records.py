@@ -190,9 +190,29 @@ def tail_ab_lines(tune: dict) -> list:
     return lines
 
 
+GRAPH_KINDS = ("decode_graph", "decode_graph_ab")  # scripts/gpu_decode_graph.py: the steps, an A/B of variants
+
+
+def graph_lines(out: str) -> list:
+    """Per graph file of ``out`` (kinds ``GRAPH_KINDS``) and per step or variant: the share of the run's copy
+    bandwidth at each M and layer, and cuBLAS's beside it."""
+    lines = []
+    for path in _record_files(out):
+        with open(path) as f:
+            found = [r for r in json.load(f).get("records", []) if r.get("kind") in GRAPH_KINDS
+                     and (r.get("bandwidth") or {}).get("fraction_of_copy")]
+        for who in dict.fromkeys(r.get("variant") or r["step"] for r in found):
+            cells = [f"{r['shape']['m']}x{r['shape']['n']}x{r['shape']['k']} {r['bandwidth']['fraction_of_copy']:.0%}"
+                     f" (cuBLAS {r['bandwidth'].get('cublas_fraction_of_copy', 0):.0%})"
+                     for r in found if (r.get("variant") or r["step"]) == who]
+            lines.append(f"inside graphs ({found[0]['kind']}) {who}, share of the copy bandwidth: " + ", ".join(cells))
+    return lines
+
+
 def table(out: str) -> str:
     """The ladder (TFLOP/s and ratio to cuBLAS per shape), a one-line summary of each sweep and of the
-    decode run (a line per order and step: the ratio per M)."""
+    decode run (a line per order and step: the ratio per M), and the decode runs inside CUDA graphs
+    (:func:`graph_lines`)."""
     from .records import geomean, shape_of, sweep_classes
 
     records = []
@@ -241,7 +261,7 @@ def table(out: str) -> str:
                     if name != "all":
                         lines.append(f"  {name}: {c['shapes']} shapes, geometric mean {c['geomean']:.3f}, "
                                      f"lowest {c['lowest']:.3f} ({c['lowest_shape']})")
-    lines += decode_lines(records)
+    lines += decode_lines(records) + graph_lines(out)
     tail_ab = os.path.join(out, TAIL_AB, "tune.json")
     if os.path.exists(tail_ab):
         with open(tail_ab) as f:
