@@ -155,8 +155,9 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
     found = [r for r in records if r.get("kind") == GRAPH_AB_KIND and r.get("bandwidth", {}).get("fraction_of_copy")
              and str(r.get("step", "")).startswith(arch + "/")]
     if not found:
-        return message_figure("No record yet: gpu_decode12.sh's graphs_prefetch phase writes them (kind decode_graph_ab).",
-                              "W put in L2 before the wait, inside CUDA graphs: not measured yet.")
+        writer = "the B200 kit's decode_graph_launch phase" if arch == "sm100" else "gpu_decode12.sh's graph A/B phases"
+        return message_figure(f"No record yet of {arch}/12: {writer} writes them (kind decode_graph_ab).",
+                              "The early launch inside CUDA graphs: not measured yet.")
     newest = max(found, key=lambda r: (r.get("date", ""), r.get("_file", "")))["_file"]
     rows = [r for r in found if r["_file"] == newest]
     variants = list(dict.fromkeys(r["variant"] for r in rows))
