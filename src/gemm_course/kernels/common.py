@@ -34,14 +34,14 @@ class DependentLaunch:
     def kernel_started(self):
         """With ``pdl``, every CTA lets the next kernel launch at once: a decode grid leaves SMs idle, where
         that kernel's launch and set-up can overlap this one's loads. With ``launch_after_loads``, not yet."""
-        if cutlass.const_expr(self.config.pdl and not getattr(self.config, "launch_after_loads", False)):
+        if cutlass.const_expr(self.config.pdl and not self.config.launch_after_loads):
             cute.arch.griddepcontrol_launch_dependents()
 
     def after_last_load(self):
         """With ``pdl`` and ``launch_after_loads``, the producer lets the next kernel launch once its last load
         is issued (the CTA's first such signal counts): a grid that leaves SMs idle otherwise starts the
         next kernel a whole layer early, and what that kernel puts in L2 before its wait is gone by then."""
-        if cutlass.const_expr(self.config.pdl and getattr(self.config, "launch_after_loads", False)):
+        if cutlass.const_expr(self.config.pdl and self.config.launch_after_loads):
             cute.arch.griddepcontrol_launch_dependents()
 
     def wait_for_kernel_before(self):
