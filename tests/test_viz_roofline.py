@@ -334,6 +334,21 @@ def test_the_graph_ab_draws_the_newest_files_shares_per_variant():
     assert "20261208T000000Z_x" in mr.graph_ab(graph_ab_records() + blackwell, arch="sm100").caption
 
 
+def test_partly_empty_token_tiles_ab_draws_both_runs_per_series():
+    """The A/B behind ROWS_IN_N_TOKENS: four series at the four shapes of its two runs (160 and 200 tokens),
+    each label naming its M; the 128-row pairs ahead of the rule then at every shape, as the rule now says."""
+    fig = mr.partial_tiles_ab()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["160 x 14336 x 4096", "160 x 6144 x 4096",
+                                                             "200 x 6144 x 4096", "200 x 14336 x 4096"]
+    bars = {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers}
+    assert len(bars) == 4 and all(len(v) == 4 for v in bars.values())
+    rule_then, pairs = bars["the rule then: two 128-token tiles, W's rows in N"], bars["a pair over 128-row W tiles"]
+    assert all(p > r for p, r in zip(pairs, rule_then))
+    assert "tune_run63_decode12_partial_m_160" in fig.caption and "tune_run64_decode12_partial_m_200" in fig.caption
+    assert "No A/B runs" in _texts(mr.partial_tiles_ab(results_dir="/nonexistent"))
+
+
 CASES = {
     "graph_pdl": lambda tmp_path: mr.graph_pdl(graph_records()),
     "rooflines": lambda tmp_path: mr.rooflines(mr.problems(MS, 4096, 4096)),
@@ -345,6 +360,8 @@ CASES = {
     "two_floors_model": lambda tmp_path: mr.two_floors([]),
     "pairs_ab": lambda tmp_path: mr.pairs_ab(_pairs_run(tmp_path), run="tune_run99_pairs"),
     "split_ab": lambda tmp_path: mr.split_ab(),
+    "partial_tiles_ab": lambda tmp_path: mr.partial_tiles_ab(),
+    "partial_tiles_ab_missing": lambda tmp_path: mr.partial_tiles_ab(results_dir=str(tmp_path)),
     "pdl_ab": lambda tmp_path: mr.pdl_ab(),
     "graph_ab": lambda tmp_path: mr.graph_ab(graph_ab_records()),
     "graph_ab_empty": lambda tmp_path: mr.graph_ab([]),

@@ -13,7 +13,7 @@
 * :func:`cublas_wins`: where cuBLAS was faster, step 12's launch beside the kernel cuBLAS ran
   (records of kind ``cublas_kernels``); :func:`two_floors`: the model's two floors per layer and M
   beside the measured times;
-* :func:`pairs_ab`, :func:`split_ab`, :func:`pdl_ab`: the A/B runs behind step 12's rule, from
+* :func:`pairs_ab`, :func:`partial_tiles_ab`, :func:`split_ab`, :func:`pdl_ab`: the A/B runs behind step 12's rule, from
   ``results/tuning`` (:mod:`gemm_course.viz.memory_roofline_ab`, re-exported here);
 * :func:`launch_lines`, :func:`launch_table`, :func:`launch_figure`: each kernel's times over the
   layers as a line, a fixed cost per launch plus the bytes at a rate (:mod:`gemm_course.viz.launch_lines`,
@@ -49,6 +49,7 @@ from .memory_roofline_ab import (  # noqa: F401  (re-exported)
     graph_ab,
     handover_ab,
     pairs_ab,
+    partial_tiles_ab,
     pdl_ab,
     split_ab,
 )

@@ -1,9 +1,10 @@
 """The A/B runs behind step 12's rule, drawn for chapter 12 from ``results/tuning/NAME.json.gz``
 (``scripts/gpu_tune.py``: every variant checked against float32, then timed interleaved with cuBLAS):
-:func:`pairs_ab` (the token-tile pairs), :func:`split_ab` (K split or whole), :func:`pdl_ab` (the next
-kernel launched early) and :func:`handover_ab` (what a hand-over costs); and from the records of an A/B
-inside CUDA graphs (kind ``decode_graph_ab``, ``scripts/gpu_decode_graph.py``), :func:`graph_ab`. Each
-row is labelled by the config it recorded; each figure says so when its file is absent. Re-exported by
+:func:`pairs_ab` (the token-tile pairs), :func:`partial_tiles_ab` (partly empty token tiles),
+:func:`split_ab` (K split or whole), :func:`pdl_ab` (the next kernel launched early) and
+:func:`handover_ab` (what a hand-over costs); and from the records of an A/B inside CUDA graphs (kind
+``decode_graph_ab``, ``scripts/gpu_decode_graph.py``), :func:`graph_ab`. Each row is labelled by the
+config it recorded; each figure says so when its file is absent. Re-exported by
 :mod:`gemm_course.viz.memory_roofline`.
 """
 
@@ -20,11 +21,13 @@ PAIRS_AB_RUN = "tune_run51_decode12_pairs_256"  # the A/B behind pair_tile_m at 
 SPLIT_AB_RUN = "tune_run47_decode12_few_tokens"  # the A/B behind splits_k at 16 tokens (NOTES.md)
 HANDOVER_AB_RUNS = ("tune_run58_decode12_handover", "tune_run59_decode12_handover_warm")  # W cold, then warm (NOTES.md)
 HANDOVER_VARIANT = "sm90/12:gather_parts=false"  # the pairs' hand-over, as the rule now runs it
+PARTIAL_AB_RUNS = ("tune_run63_decode12_partial_m_160", "tune_run64_decode12_partial_m_200")  # behind ROWS_IN_N_TOKENS
 
 
-def _ab_bars(tune: dict, run: str, series: dict, title: str, xlabel: str, what: str) -> Figure:
-    """Grouped bars of an A/B run: per shape, the ratio to cuBLAS of the first row each of ``series``'
-    predicates (``{label: row -> bool}``) takes, and the stages those rows' configs recorded."""
+def _ab_bars(tune: dict, run, series: dict, title: str, xlabel: str, what: str) -> Figure:
+    """Grouped bars of an A/B run (``run``: its name, or the names of the runs whose rows ``tune`` holds):
+    per shape, the ratio to cuBLAS of the first row each of ``series``' predicates (``{label: row -> bool}``)
+    takes, and the stages those rows' configs recorded."""
     ratios: dict = {label: {} for label in series}
     stages: dict = {label: set() for label in series}
     for r in tune["rows"]:
@@ -33,26 +36,30 @@ def _ab_bars(tune: dict, run: str, series: dict, title: str, xlabel: str, what: 
                 ratios[label][r["shape"]] = r["ratio_to_cublas"]
                 stages[label].add((r.get("config") or {}).get("stages"))
     shapes = list(dict.fromkeys(r["shape"] for r in tune["rows"] if any(r["shape"] in v for v in ratios.values())))
-    fig = new_figure(PAGE_WIDTH, 3.8)
+    columns = 3 if max(map(len, series)) <= 32 else 2  # long labels: two legend columns, and more rows below
+    fig = new_figure(PAGE_WIDTH, 3.2 + 0.3 * -(-(len(series) + 1) // columns))
     ax = fig.add_subplot()
     width = 0.8 / len(series)
     for j, (label, values) in enumerate(ratios.items()):
         xs = [i + (j - (len(series) - 1) / 2) * width for i, sh in enumerate(shapes) if sh in values]
         ax.bar(xs, [values[sh] for sh in shapes if sh in values], width, color=CTA_COLORS[j], label=label)
     ax.axhline(1.0, color=CUBLAS, linewidth=1.3, label="cuBLAS, same rounds")
-    ax.set_xticks(range(len(shapes)), [sh.split("x", 1)[1].replace("x", " x ") for sh in shapes], fontsize=TEXT_PT)
+    whole = len({sh.split("x")[0] for sh in shapes}) > 1  # more than one M: each label names its M too
+    ax.set_xticks(range(len(shapes)), [(sh if whole else sh.split("x", 1)[1]).replace("x", " x ") for sh in shapes],
+                  fontsize=TEXT_PT)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("cuBLAS time / this time")
     ax.set_ylim(0.5, 1.25)
     ax.grid(True, axis="y", alpha=0.25)
     ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=3, frameon=False)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=columns, frameon=False)
     env = tune.get("env", {})
     staged = "; ".join(f"{label} {sorted(v)[0]}" for label, v in stages.items() if len(v) == 1)
+    files = ", ".join(f"results/tuning/{r}.json.gz" for r in ((run,) if isinstance(run, str) else run))
     return set_caption(fig, f"An A/B run: each variant checked against float32, then timed interleaved with cuBLAS, "
                             f"weights rotated out of L2; {what}; stages: {staged}. On {env.get('gpu')}, driver "
                             f"{env.get('driver')}, torch {env.get('torch')}, cutlass-dsl {env.get('cutlass_dsl')} "
-                            f"(results/tuning/{run}.json.gz).", alt="Grouped bars of ratio to cuBLAS per layer")
+                            f"({files}).", alt="Grouped bars of ratio to cuBLAS per layer")
 
 
 def pairs_ab(results_dir: Optional[str] = None, run: str = PAIRS_AB_RUN, m: int = 128,
@@ -77,6 +84,30 @@ def pairs_ab(results_dir: Optional[str] = None, run: str = PAIRS_AB_RUN, m: int 
     series = {"one CTA, all tokens": kind(m, 1, 1), "two CTAs, nothing shared": kind(m // 2, 1, 1),
               "two W tiles share x (2 x 1)": kind(m // 2, 2, 1), "a pair shares W (1 x 2)": kind(m // 2, 1, 2)}
     return _ab_bars(tune, run, series, title, f"layer (N x K) at M = {m}", "swapped 64-row tiles of W, K whole")
+
+
+def partial_tiles_ab(results_dir: Optional[str] = None, runs: tuple = PARTIAL_AB_RUNS,
+                     title: str = "160 and 200 tokens over 128-row tiles of W: partly empty token tiles") -> Figure:
+    """The A/B behind ``ROWS_IN_N_TOKENS`` (``results/tuning/RUN.json.gz``, one run per token count): per
+    layer, the ratio to cuBLAS of the rule then (step 11's kernel with the tokens in two 128-row tiles and
+    W's rows in N), of step 11's own choice and of two token tiles in a pair over 128- or 64-row W tiles;
+    each row labelled by the config it recorded. A message without the files."""
+    from ..measure.records import load_tuning
+
+    tunes = [load_tuning(run, results_dir) for run in runs]
+    if any(t is None for t in tunes):
+        names = ", ".join("_".join(run.split("_")[:2]) for run in runs)  # tune_runN
+        return message_figure(f"No A/B runs {names} under results/tuning/.", "Partly empty token tiles: not recorded here.")
+
+    def pair(tile_m):
+        return lambda r: (r.get("config") or {}).get("swap_ab") and r["config"].get("tile_m") == tile_m \
+            and r["config"].get("cluster_n") == 2
+
+    series = {"the rule then: two 128-token tiles, W's rows in N": lambda r: r["variant"] == "sm90/12",
+              "step 11's choice": lambda r: r["variant"] == "sm90/11",
+              "a pair over 128-row W tiles": pair(128), "a pair over 64-row W tiles": pair(64)}
+    merged = {"rows": [r for t in tunes for r in t["rows"]], "env": tunes[0].get("env", {})}
+    return _ab_bars(merged, runs, series, title, "M x N x K", "K whole in the pairs")
 
 
 def split_ab(results_dir: Optional[str] = None, run: str = SPLIT_AB_RUN, m: int = 16,
