@@ -360,8 +360,9 @@ _STEPS = [
         "The memory roofline: swap A and B for decode-sized GEMMs",
         "with few tokens (M <= 256) the kernel computes C^T = W x^T: W's rows fill wgmma's 64-row M, "
         "the tokens sit in its N (16 to 128), C is written transposed, W streams from enough SMs "
-        "(K split only where the tiles alone leave most idle), above 16 tokens two token tiles share "
-        "each W tile by multicast, and the next layer launches early; larger M runs step 11's choice",
+        "(K split only where the tiles alone leave most idle), above 16 tokens, where W's tiles number about "
+        "half to all of the SM pairs, two token tiles share each W tile by multicast, and the next layer "
+        "launches early; larger M runs step 11's choice",
         _ANY_MN,
         _HOPPER_TMA_STORE,
         # C^T written through transposed stmatrix; multicast only where token tiles pair (not at the default)
