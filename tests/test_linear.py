@@ -146,6 +146,19 @@ def test_out_must_match_and_be_contiguous():
     refused("non-contiguous", x, w, out=torch.empty(2, 8, 3, dtype=torch.bfloat16).transpose(1, 2))
     a = bf16(8, 8)
     refused("C shares memory.*C the output", a, bf16(8, 8), out=a)
+    odd = bf16(6 * 8 + 1)[1:].view(2, 3, 8)  # an output 2 bytes off 16: a copy of it would keep the result from the caller
+    refused(r"C's data pointer is not 16-byte aligned.*write into a fresh output, torch\.empty", x, w, out=odd)
+
+
+@pytest.mark.fast
+def test_an_out_sharing_bytes_with_the_bias_is_refused():
+    """The GEMM writes out before the bias is added: an out over the bias would add overwritten values."""
+    x, w = bf16(4, 16), bf16(8, 16)
+    buf = bf16(4 * 8 + 8)
+    for bias, out in ((buf[:8], buf[:32].view(4, 8)), (buf[32:], buf[8:40].view(4, 8))):
+        refused("out shares memory with bias.*an out of its own", x, w, bias, out=out)
+    assert lin.validate(x, w, buf[32:], out=buf[:32].view(4, 8), device_type="cpu").m == 4  # side by side: fine
+    assert lin.validate(x, w, bf16(1).expand(8), out=bf16(4, 8), device_type="cpu").n == 8  # a stride-0 bias
 
 
 @pytest.mark.fast
@@ -220,6 +233,19 @@ def test_patch_linears_refuses_layers_the_kernels_cannot_take_naming_them(preten
     with pytest.raises(GemmInputError, match="takes a torch.nn.Module"):
         with lin.patch_linears(lambda x: x):
             pass
+
+
+@pytest.mark.fast
+def test_patch_linears_refuses_a_weight_tma_cannot_read_before_patching(pretend, monkeypatch):
+    monkeypatch.setattr(linear_checks, "_device_rule", lambda weight, bias, device_type: "")
+    for weight, match in ((bf16(176, 68)[:, :64], "rows are 68 elements"), (bf16(1, 64).expand(176, 64), "rows overlap"),
+                          (bf16(176 * 64 + 1)[1:].view(176, 64), "not 16-byte aligned")):
+        mlp = MLP()
+        mlp.up.weight = nn.Parameter(weight, requires_grad=False)
+        with pytest.raises(GemmInputError, match=rf"layer 'up' .*{match}.*Replace it once"):
+            with lin.patch_linears(mlp):
+                pass
+        assert _patched(mlp) == []
 
 
 @pytest.mark.fast

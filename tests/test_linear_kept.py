@@ -133,6 +133,17 @@ def test_a_kept_signature_refuses_an_output_sharing_bytes_with_an_operand(kept, 
 
 
 @pytest.mark.fast
+def test_a_kept_signature_refuses_an_output_sharing_bytes_with_the_bias(kept):
+    x, w = bf16(4, 64), bf16(128, 64)
+    lin.linear(x, w, bf16(128), out=torch.empty(4, 128, dtype=torch.bfloat16))  # kept, with a bias
+    buf = bf16(4 * 128 + 128)
+    launches = len(kept.prepared)
+    assert _message(lambda: lin.linear(x, w, buf[:128], out=buf[:512].view(4, 128))).startswith(
+        "linear: out shares memory with bias")
+    assert len(kept.prepared) == launches  # refused before any launch
+
+
+@pytest.mark.fast
 def test_a_kept_signature_refuses_an_output_that_requires_grad_and_operands_under_autograd(kept):
     x, w = bf16(4, 64), bf16(128, 64)
     out = torch.empty(4, 128, dtype=torch.bfloat16)

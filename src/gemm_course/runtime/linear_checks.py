@@ -127,7 +127,18 @@ def _operands(input, weight, bias, out, device_type: str):
     if out is None:
         out2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
         return x, out2d, out2d.view(*lead, n)
+    if bias is not None and overlaps(out, bias):
+        raise GemmInputError(
+            "linear: out shares memory with bias: the GEMM would overwrite the bias before it is added. "
+            f"Pass an out of its own (torch.empty({(*lead, n)}, dtype=torch.bfloat16, device=input.device))."
+        )
     return x, out.view(m, n), out
+
+
+def overlaps(out, bias) -> bool:
+    """Whether the contiguous ``out`` and the 1-D ``bias`` can touch the same bytes."""
+    first, span = bias.data_ptr(), ((bias.shape[0] - 1) * bias.stride(0) + 1) * bias.element_size()
+    return first < out.data_ptr() + out.numel() * out.element_size() and out.data_ptr() < first + span
 
 
 def _layer_rule(layer) -> str:
@@ -140,4 +151,11 @@ def _layer_rule(layer) -> str:
     if "forward" in layer.__dict__:
         return ("its forward is already replaced on the instance (a hook library, or another patch), which routing "
                 "would skip: remove that first, or leave the layer on torch.")
-    return _weight_rule(layer.weight, layer.bias) or _device_rule(layer.weight, layer.bias, "cuda")
+    why = _weight_rule(layer.weight, layer.bias) or _device_rule(layer.weight, layer.bias, "cuda")
+    if why:
+        return why
+    unreadable = operand_rule("B", layer.weight)  # the GEMM's rule for its B, refused at patch time, not at a forward
+    if unreadable:
+        return (f"its weight cannot be read by TMA as it lies in memory ({unreadable.replace('b.', 'weight.')}) Replace "
+                "it once: layer.weight = nn.Parameter(layer.weight.detach().clone(memory_format=torch.contiguous_format)).")
+    return ""

@@ -25,7 +25,7 @@ import warnings
 
 import torch
 
-from . import run
+from . import linear_checks, run
 from .problem import TMA_ALIGN_BYTES, GemmInputError, layout_rule
 
 _workspaces: dict = {}  # (step key, config, device index, stream handle) -> run.Workspace
@@ -87,7 +87,8 @@ class _Call:
             c2d, result = (out if out.dim() == 2 else out.view(m, n)), out
             c = c2d.data_ptr()
             if c % TMA_ALIGN_BYTES or (b < c + self.c_bytes and c < b + self.b_bytes) or (
-                    a is not None and a < c + self.c_bytes and c < a + self.a_bytes):
+                    a is not None and a < c + self.c_bytes and c < a + self.a_bytes) or (
+                    bias is not None and linear_checks.overlaps(out, bias)):
                 return None
         if x.requires_grad:  # possible with autograd off; DLPack refuses such tensors
             x = x.detach()

@@ -229,10 +229,10 @@ def _row_stride_rule(name: str, t) -> str:
 
 def _base_rule(name: str, t) -> str:
     if t.data_ptr() % TMA_ALIGN_BYTES:
-        return (
-            f"{name}'s data pointer is not 16-byte aligned (it is a view at an odd offset); "
-            f"pass {name.lower()}.clone() to get a fresh, aligned allocation."
-        )
+        # an input's copy reads the same values; an output's copy would keep the result from the caller's tensor
+        fix = ("write into a fresh output, torch.empty(M, N, dtype=torch.bfloat16, device=...), and copy it where "
+               "you need it" if name == "C" else f"pass {name.lower()}.clone() to get a fresh, aligned allocation")
+        return f"{name}'s data pointer is not 16-byte aligned (it is a view at an odd offset); {fix}."
     return ""
 
 
