@@ -201,13 +201,14 @@ python3 scripts/gpu_tune.py --rounds 5 --repeats 30 --out "$out/tune_256_warm" \
 tune_handover)
 # the split's hand-over at 256 tokens: 256 x 2048 x 8192 (pairs, K in two parts) against 256 x 2048 x 4096
 # (the same tiles with K whole: each CTA the same bytes and MMAs, no hand-over) and 256 x 4096 x 4096
-# (twice the tiles, K whole); the finisher's gathered loads against step 11's one part after the other;
+# (twice the tiles, K whole); the rule's hand-over (step 11's, one part after the other, for the pairs) against
+# the gathered loads;
 # W rotated out of L2, then left in it (OUT/tune_handover/tune.json, OUT/tune_handover_warm/tune.json)
 for warm in "" _warm; do
 rotate=--rotate; [ -n "$warm" ] && rotate=
 python3 scripts/gpu_tune.py $rotate --rounds 5 --repeats 30 --out "$out/tune_handover$warm" \
   --what "M = 256: the split's hand-over against the same CTAs with K whole${warm:+ (W left in L2)}" \
-  sm90/12 "sm90/12:gather_parts=false" --shapes 256x2048x8192 256x2048x4096 256x4096x4096 \
+  sm90/12 "sm90/12:gather_parts=true" --shapes 256x2048x8192 256x2048x4096 256x4096x4096 \
   2>&1 | tee "$out/tune_handover$warm.log" | tail -12 || status=1
 done
 # the same layer width at K = 4096 to 8192 (W warm), K split in two against K whole: a hand-over that costs

@@ -29,7 +29,7 @@ Parent: step 11. Key differences (chapter 12):
 * *The next layer may launch early* (``pdl``, programmatic dependent launch, as on Hopper): every
   CTA lets the next kernel launch at once, and the TMA warp waits for the kernel before to finish
   only where it first loads. Off by default: compiled and checked here, never run on a B200 (on an
-  H100 it won 1.1-1.3x back to back and lifted a 32 MB layer in CUDA graphs to 83-85% of copy bandwidth).
+  H100 it won 1.00-1.3x back to back and lifted a 32 MB layer in CUDA graphs to 83-85% of copy bandwidth).
   With ``launch_after_loads`` each CTA lets the next kernel launch only once its TMA warp issued its
   last load (on Hopper, for single tiles leaving half the SMs idle: 88% against 85% at 16 tokens).
 
@@ -117,7 +117,9 @@ def busiest_bytes(m: int, n: int, k: int, tile_m: int, sms: int = hardware.B200.
 
 
 def tile_m_for(m: int, n: int, k: int) -> int:
-    """128 rows of W, unless 64 cost the busiest CTA fewer bytes by more than ``decode_rule.COST_TIE``."""
+    """128 rows of W, unless 64 cost the busiest CTA fewer bytes by more than ``decode_rule.COST_TIE``. The bytes
+    count the real tokens only, so the choice may change inside one tile_n (at 6144 x 4096: 64 rows up to 113
+    tokens, 128 from 114, both with tile_n 128)."""
     wide, narrow = (busiest_bytes(m, n, k, tile_m) for tile_m in TILE_MS)
     return 64 if narrow * (1 + decode_rule.COST_TIE) < wide else 128
 

@@ -25,7 +25,7 @@ Parent: step 11. Key differences (chapter 12):
   (``pair_tile_m``), the tokens go in two tiles of a 1 x 2 cluster: each W tile is loaded once and
   multicast to both CTAs, and each CTA does half the MMAs (cuBLAS runs the same 64 x 64 tile at 128
   tokens). So up to 256 tokens; but at 256 tokens over 128-row W tiles, a pair's MMAs outlast its
-  bytes, and step 11's kernel with 96 or 112 W rows per CTA (``rows_in_n_width``) runs instead. Its
+  bytes, and step 11's kernel with 96, 112 or 128 W rows per CTA (``rows_in_n_width``) runs instead. Its
   two 128-token tiles must be full: at 160 and 200 tokens the pairs beat it by 1.2-1.5x (H100, tune).
 * *The hand-over in one round trip.* A decode tile's K loop is short (4096 x 4096 streams in ~11 us
   on an H100), so step 11's finisher, which waits for each part's flag and then loads its partial
@@ -39,13 +39,13 @@ Parent: step 11. Key differences (chapter 12):
   lockstep main part would wait for helpers launched after all the mains. The classic layout at
   every K (``lockstep`` off) needs only two CTAs running at once (``schedule.clusters_at_once``).
 * *Enough bytes in flight.* A stage holds (tile_m + tile_n) x 64 bf16, 10 KiB at 64 x 16: the
-  stages that fit in shared memory (``config_for``: 16 at 64 x 16, 12 at 128 x 16) keep 160-200 KiB
+  stages that fit in shared memory (``config_for``: 16 at 64 x 16, 12 at 128 x 16) keep 128-192 KiB
   of W in flight per SM, far above Little's law's ~25 KiB (3.35 TB/s / 132 SMs x ~1 us of DRAM
   latency); 64 such CTAs hold more than the whole card needs.
 * *The next layer launches early* (``pdl``, programmatic dependent launch). A decode GEMM lasts
   5-60 us, so the launch and set-up of the kernel after it are a real share of a layer: every
   CTA lets the next kernel launch at once, and the producer waits for the kernel before to
-  finish only where it first loads. Per launch nothing changes; back to back, on an H100, 1.1-1.3x
+  finish only where it first loads. Per launch nothing changes; back to back, on an H100, 1.00-1.3x
   at 16 tokens (tune). Where the pairs busy nearly every SM, a CTA starts only as one of the kernel
   before leaves: there it first requests its first K tiles of W into L2 (``prefetch_w``), while
   the last CTAs before it drain. Inside CUDA graphs on an H100 at 4096 x 4096, 88% of the copy
@@ -64,8 +64,8 @@ returns step 11's choice with ``swap_ab`` off: the same kernel as step 11.
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
 H100 (with ``rows_in_n_width``, before ``launch_after_loads`` and the pairs at 129-255 tokens, both
-orders): 1.00-1.02 of cuBLAS per M bucket from 1 to 128 and 1.02-1.04 at 256, no shape below 0.949,
-1.04-1.8x step 11; inside CUDA graphs a 32 MB layer streams at 84-88% of the copy bandwidth at 1-64
+orders): 1.00-1.02 of cuBLAS per M bucket from 1 to 128 and 1.02-1.04 at 256, no shape below 0.947,
+1.08-1.8x step 11; inside CUDA graphs a 32 MB layer streams at 84-88% of the copy bandwidth at 1-64
 tokens (NOTES.md, "The rule with rows_in_n_width, benched").
 
 Accepts: any M (M = 1 included); N and K multiples of 8.
@@ -120,7 +120,7 @@ class Config(parent.Config):
     max_parts: int = 4  # clusters per tile when the tiles are fewer than the clusters (schedule.MAX_PARTS)
     lockstep: bool = False  # the classic layout at every K: lockstep's shared panels buy nothing here (below)
     pdl: bool = True  # programmatic dependent launch (``Gemm.before_first_load``): the next layer starts early
-    prefetch_w: int = 0  # with pdl, K tiles of W put in L2 before the wait (``config_for``: pairs only)
+    prefetch_w: int = 0  # with pdl, K tiles of W put in L2 before the wait (``config_for``: pairs, late single tiles)
     launch_after_loads: bool = False  # with pdl, the next kernel launches once the loads are issued, not at the start
 
 
@@ -179,7 +179,7 @@ def splits_k(tiles: int, tile_n: int, k: int, clusters: int) -> bool:
 
 def pair_tile_m(m: int, n: int, pairs: int) -> int:
     """Rows of W per tile where more than ``PAIR_FROM_M`` tokens go in two token tiles in 1 x 2
-    clusters, each W tile loaded once and multicast to both CTAs (K whole); 0 where they do not.
+    clusters, each W tile loaded once and multicast to both CTAs; 0 where they do not.
     Each CTA does half the MMA work of one wide tile for the same bytes of W. 64 rows where those
     tiles keep between ``WHOLE_SHARE`` and all of the ``pairs`` of SMs streaming; above 64 tokens,
     else 128 rows where 128-row tiles keep at least ``WHOLE_SHARE`` of them streaming. On an H100
@@ -219,7 +219,7 @@ def rows_in_n_width(n: int, pairs: int) -> int:
 def config_for(problem, config: Config = Config()) -> Config:
     """The swapped tile for ``problem.m`` <= ``SWAP_MAX_M`` tokens: where ``pair_tile_m`` names a
     height, two token tiles of half the tokens (rounded up to 16) in 1 x 2 clusters, K whole unless
-    the tiles leave more than half the pairs idle and tokens x K exceeds ``WHOLE_WORK``, step 11's
+    the tiles leave more than half the pairs idle and tile_n x K exceeds ``WHOLE_WORK``, step 11's
     hand-over, and up to ``PREFETCH_MAX_M`` tokens ``PREFETCH_W`` K tiles of W put in L2 before
     pdl's wait; else,
     up to ``SWAP_ALONE_MAX_M`` tokens, tile_n M rounded up to 16, tile_m and parts per tile from
