@@ -631,3 +631,18 @@ def test_the_decode_step_joins_the_route_once_a_gpu_record_of_it_exists():
     for wrong in (0.5, float("nan"), None):  # a wrong, unwritten or unchecked output is no verification
         fields = {} if wrong is None else {"rel_error": wrong}
         assert not lin.decode_step_verified("sm90", records=[{"step": step.key, "gpu": h100, **fields}])
+
+
+@pytest.mark.fast
+def test_clusters_at_once_for_counts_what_a_shared_gpu_must_leave_a_call():
+    """Decode shapes: at most two clusters at once (chapter 12's table); a long K loop under step 11's
+    lockstep tail: its main parts and a helper; Blackwell: one; a whole-tile grid: one."""
+    from gemm_course.rules import schedule
+
+    decode = {(16, 1024, 4096): 2, (16, 4096, 4096): 1, (16, 28672, 4096): 1, (128, 4096, 14336): 1}
+    for (m, n, k), need in decode.items():
+        assert schedule.clusters_at_once_for(*lin.route("sm90", m, n, k), m, n, k) == need, (m, n, k)
+    step, config = lin.route("sm90", 1024, 1024, 16384)
+    assert step.key == "sm90/11" and config.stream_k
+    assert schedule.clusters_at_once_for(step, config, 1024, 1024, 16384) > 2
+    assert schedule.clusters_at_once_for(*lin.route("sm100", 1024, 1024, 16384), 1024, 1024, 16384) == 1

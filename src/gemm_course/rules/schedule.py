@@ -227,6 +227,24 @@ def clusters_at_once(tiles: int, clusters: int, k_tiles: int, enabled: bool = Tr
     return main_clusters(tail_tiles, main_k) + 1 if main_k else 2
 
 
+def clusters_at_once_for(step, config, m: int, n: int, k: int) -> int:
+    """:func:`clusters_at_once` for ``step``'s launch with ``config`` on an M x N x K GEMM (a
+    ``gemm_course.runtime.ladder.Step``; the pair ``gemm_course.runtime.linear.route`` gives for a
+    call of ``linear``): what a process that keeps SMs for kernels that spin while they wait
+    (collectives, an SM partition) must leave it, in clusters of the config's shape. Host work only."""
+    if step.arch != "sm90":
+        return 1  # the Blackwell tail waits on no unit that has not started
+    gemm = step.load().Gemm(config)
+    rows, cols = (n, m) if getattr(config, "swap_ab", False) else (m, n)  # C, or C^T where the step swaps
+
+    def shape(*dims):  # a stand-in with only a shape: the steps' host-side grid math takes Python ints
+        return type("Shape", (), {"shape": dims})
+
+    clusters_m, clusters_n = gemm.cluster_grid(shape(rows, cols))
+    return clusters_at_once(clusters_m * clusters_n, gemm.launched_clusters(shape(rows, k), shape(rows, cols)),
+                            -(-k // config.tile_k), config.stream_k, gemm.lockstep_from)
+
+
 def split_tail_bytes(tiles: int, clusters: int, k_tiles: int, k_tile_bytes: int) -> int:
     """Operand bytes the runs stream if no two clusters read a panel at the same time.
 
