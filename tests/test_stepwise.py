@@ -48,6 +48,48 @@ def test_each_failure_is_named_and_the_run_goes_on(tmp_path, capsys):
 
 
 @pytest.mark.fast
+def test_the_summary_keeps_each_step_as_it_ends(tmp_path):
+    """A run cut short (the kit's limit, a Ctrl-C) keeps the steps that passed: the summary is
+    rewritten as each step ends, before the next one starts."""
+    seen = []
+
+    def command(key, phase, sanitizer=None):
+        if key == "sm100/3" and phase == "debug":
+            seen.append(json.loads((tmp_path / "stepwise" / "summary.json").read_text()))
+        return [sys.executable, "-c", "pass"]
+
+    stepwise.run_steps(str(tmp_path), ["sm100/2", "sm100/3"], command=command)
+    assert seen == [{"rows": seen[0]["rows"], "passed": ["sm100/2"], "complete": False}]
+    assert json.loads((tmp_path / "stepwise" / "summary.json").read_text())["passed"] == ["sm100/2", "sm100/3"]
+
+
+@pytest.mark.fast
+def test_a_time_out_kills_the_childs_children(tmp_path):
+    """A sanitizer runs the step's Python as its child: the limit must stop both."""
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"import subprocess; p = subprocess.Popen(['sleep', '60']); open({str(pid_file)!r}, 'w').write(str(p.pid)); p.wait()"
+    ok, rc, _, seconds = stepwise.run_phase([sys.executable, "-c", script], 2, str(tmp_path / "log"))
+    assert not ok and rc is None and seconds < 10
+    import time
+
+    pid = int(pid_file.read_text())
+
+    def alive():  # a killed process may linger as a zombie until something reaps it: dead all the same
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    for _ in range(50):
+        if not alive():
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the grandchild {pid} outlived the limit")
+
+
+@pytest.mark.fast
 def test_sanitizer_phase_runs_only_when_given(tmp_path):
     seen = []
 

@@ -173,6 +173,11 @@ def test_pdl_figure_compares_runs_with_and_without_it():
     assert dots["cuBLAS"] == 4
     assert "At M = 1 a run without pdl had the same tile" in fig.caption and "at M = 16 the tile differs" in fig.caption
     assert "No record yet" in _texts(mr.graph_pdl([]))
+    blackwell = [dict(r, step=r["step"].replace("sm90", "sm100"), gpu="NVIDIA B200", date="2026-12-09T00:00:00",
+                      _file="results/nvidia-b200/20261209T000000Z_decode_graph.json") for r in after]
+    newer = mr.graph_pdl(before + after + blackwell)  # the B200 kit's run, newer, leaves the Hopper figure as it was
+    assert {line.get_label(): len(line.get_xdata()) for line in newer.axes[0].lines
+            if not line.get_label().startswith("_")} == dots
 
 
 def test_two_floors_are_the_models_beside_the_run():

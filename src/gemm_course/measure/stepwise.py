@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -121,14 +122,19 @@ def why_failed(rc: Optional[int], output: str, limit: float) -> str:
 
 
 def run_phase(cmd: list, limit: float, log_path: str) -> tuple:
-    """(passed, return code or None on time-out, output, seconds)."""
+    """(passed, return code or None on time-out, output, seconds). The child runs in a session of its
+    own, and a time-out kills the whole session: a sanitizer's Python child with a hung kernel too."""
     t0 = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL)
-        rc, output = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as e:
+        stdout, stderr = proc.communicate(timeout=limit)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
         rc = None
-        output = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
+    output = (stdout or "") + (stderr or "")
     seconds = time.time() - t0
     with open(log_path, "w") as f:
         f.write(f"$ {' '.join(cmd)}\n{output}\n# exit {rc if rc is not None else 'none: killed at the limit'}, "
@@ -160,16 +166,30 @@ def run_steps(out: str, keys: list, sanitizer: Optional[str] = None, limits: Opt
               command: Callable = child_command, jobs: int = 1) -> list:
     """Every phase of every step in ``keys``, a child each (``jobs`` steps at a time; the GPU is shared,
     the compiles run on the CPU's cores); rows of the table (and OUT/stepwise/summary.json)."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     limits = {**LIMITS_S, **(limits or {})}
-    os.makedirs(out, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        rows = list(pool.map(lambda key: run_step(out, key, sanitizer, limits, command), keys))
     os.makedirs(os.path.join(out, "stepwise"), exist_ok=True)
-    with open(summary_path(out), "w") as f:
-        json.dump({"rows": rows, "passed": [r["step"] for r in rows if r["passed"]]}, f, indent=1)
-    return rows
+    done, lock = {}, threading.Lock()
+
+    def one(key):  # the summary is rewritten as each step ends: a run cut short keeps what passed
+        row = run_step(out, key, sanitizer, limits, command)
+        with lock:
+            done[key] = row
+            save_summary(out, [done[k] for k in keys if k in done], complete=len(done) == len(keys))
+        return row
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, keys))
+
+
+def save_summary(out: str, rows: list, complete: bool) -> None:
+    """OUT/stepwise/summary.json: the rows so far, the steps that passed, whether every step ran."""
+    path = summary_path(out)
+    with open(path + ".tmp", "w") as f:
+        json.dump({"rows": rows, "passed": [r["step"] for r in rows if r["passed"]], "complete": complete}, f, indent=1)
+    os.replace(path + ".tmp", path)  # a reader never sees half a file
 
 
 def summary_path(out: str) -> str:

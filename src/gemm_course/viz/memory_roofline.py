@@ -304,7 +304,8 @@ def graph_pdl(records: Sequence[dict], title: str = "Inside a CUDA graph, the sm
     fewest bytes of W, where a launch's ramp-up and drain weigh most): per M, the share of the run's
     copy bandwidth that ``sm90/12`` reached in each run, with programmatic dependent launch (the
     config's ``pdl``) and without (runs before the option), and cuBLAS's in the same runs."""
-    found = [r for r in records if r.get("kind") == GRAPH_KIND and r.get("bandwidth", {}).get("fraction_of_copy")]
+    found = [r for r in records if r.get("kind") == GRAPH_KIND and r.get("bandwidth", {}).get("fraction_of_copy")
+             and r.get("step", "").startswith("sm90/")]  # a Blackwell run (the B200 kit's) has no sm90/12 to draw
     newest = _newest_file(found)
     if not newest:
         return message_figure("No record yet: scripts/gpu_decode_graph.py on a Hopper GPU writes them (kind decode_graph).",
