@@ -126,10 +126,11 @@ def main(argv=None) -> int:
                       f"cuBLAS {rec['cublas_ms'] * 1e3:8.2f} us  ratio {rec['ratio']:.3f}  "
                       f"{bw['tb_s']:.2f} TB/s ({bw['fraction_of_copy']:.0%} of copy; "
                       f"cuBLAS {bw['cublas_fraction_of_copy']:.0%})", flush=True)
+    path = records.write_records(out, args.tag, args.out) if out else None  # first: the output may be gone
     if stopped:
-        print(f"stopped ({stopped[0]}) after {len(out)} records: writing them", flush=True)
-    if out:
-        print(records.write_records(out, args.tag, args.out))
+        stopping.say(f"stopped ({stopped[0]}) after {len(out)} records: written")
+    if path:
+        stopping.say(path)
     return 1 if wrong or stopped or not out else 0
 
 

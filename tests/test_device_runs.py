@@ -53,6 +53,19 @@ def test_records_ab_runs_and_logs_go_where_the_course_keeps_them(tmp_path):
     assert device_runs.next_run_number(str(results)) == 59  # the second filing took 57 and 58
 
 
+def test_a_file_cut_off_mid_write_is_left_and_the_rest_filed(tmp_path):
+    """A run killed at its limit may leave half a JSON file: that file is not filed, every other one is."""
+    out = _out(tmp_path)
+    (out / "20261207T120200Z_decode_graph.json").write_text('{"records": [{"kind": "decode_gr')
+    (out / "tune_cut").mkdir()
+    (out / "tune_cut" / "tune.json").write_text('{"rows": [')
+    done = {src.split("/")[-1] if not src.endswith("tune.json") else src.split("/")[-2]: (dest, why)
+            for src, dest, why in device_runs.file_run(str(out), str(tmp_path / "results"), "20261207T1200", "decode12")}
+    assert done["20261207T120200Z_decode_graph.json"][0] is None and "not JSON" in done["20261207T120200Z_decode_graph.json"][1]
+    assert done["tune_cut"][0] is None and "not JSON" in done["tune_cut"][1]
+    assert done["20261207T120000Z_decode12.json"][0] and done["tune_256b"][0] and done["check12.log"][0]
+
+
 def test_the_command_line_checks_the_stamp_and_reports_a_refused_file(tmp_path, capsys):
     out = _out(tmp_path)
     with pytest.raises(SystemExit):

@@ -337,6 +337,12 @@ def test_the_graph_ab_draws_the_newest_files_shares_per_variant():
                       _file="results/y/20261208T000000Z_x.json") for r in graph_ab_records()]
     assert "040000Z_decode_graph_prefetch" in mr.graph_ab(graph_ab_records() + blackwell).caption
     assert "20261208T000000Z_x" in mr.graph_ab(graph_ab_records() + blackwell, arch="sm100").caption
+    assert "the rule ran" not in fig.caption  # no config recorded: nothing to compare
+    # where a variant's config is the rule's at some M, the caption says so (the same kernel twice)
+    same = [dict(r, config={"pdl": True, "prefetch_w": 8 if r["shape"]["m"] == 1 or ":" in r["variant"] else 0})
+            for r in graph_ab_records()]
+    caption = mr.graph_ab(same).caption
+    assert "at M = 1 the rule ran prefetch_w=8, pdl=true" in caption and "at M = 64" not in caption
 
 
 def test_partly_empty_token_tiles_ab_draws_both_runs_per_series():

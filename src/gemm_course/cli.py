@@ -177,14 +177,14 @@ def cmd_bench(args):
                 continue
             records.append(rec)
             _print_bench_line(i, len(jobs), step, problem, rec, t0)
-    if stopped:
-        print(f"stopped ({stopped[0]}) after {len(records)} of {len(jobs)} measurements: the records measured so far "
-              f"are kept", file=sys.stderr, flush=True)
+    path = bench.write_records(records, args.tag or "bench", args.out) if records and not args.no_write else None
+    if stopped:  # said after the records are written: a stopped run's output may be gone (stopping.say)
+        stopping.say(f"stopped ({stopped[0]}) after {len(records)} of {len(jobs)} measurements: the records measured so "
+                     f"far are kept", file=sys.stderr)
     if not records:
-        print("nothing measured")
+        stopping.say("nothing measured")
         return 1
-    if not args.no_write:
-        path = bench.write_records(records, args.tag or "bench", args.out)
+    if path:
         print(f"wrote {len(records)} records to {path}")
     print()
     print(f"{'step':<8} {'shape':<18} {'TFLOP/s':>8} {'cuBLAS':>8} {'ratio':>6} {'seed-protocol':>13} {'rel.err':>8}")

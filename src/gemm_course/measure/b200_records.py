@@ -35,8 +35,12 @@ def copy_records(out: str, results_dir: Optional[str] = None) -> list:
     results_dir = results_dir or RESULTS_DIR
     done = []
     for path in _record_files(out):
-        with open(path) as f:
-            records = json.load(f).get("records", [])
+        try:
+            with open(path) as f:
+                records = json.load(f).get("records", [])
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:  # cut off mid-write (a run killed at its limit)
+            done.append((path, None, f"not JSON ({e}): not copied"))
+            continue
         if not records:
             done.append((path, None, "no records"))
             continue

@@ -68,8 +68,12 @@ def file_run(out: str, results_dir: Optional[str] = None, stamp: Optional[str] =
     for path in sorted(glob.glob(os.path.join(out, "*", "tune.json"))):
         name = os.path.basename(os.path.dirname(path)).removeprefix("tune_")
         dest = os.path.join(results_dir, "tuning", f"tune_run{number}_{prefix + '_' if prefix else ''}{name}.json.gz")
-        with open(path) as f:
-            tune = json.load(f)
+        try:
+            with open(path) as f:
+                tune = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:  # cut off mid-write
+            done.append((path, None, f"not JSON ({e}): not filed"))
+            continue
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         with gzip.open(dest, "wt") as f:
             json.dump(tune, f)

@@ -3,8 +3,8 @@
 The device scripts bound each phase with ``timeout``, which sends SIGTERM; Python's default for it
 ends the process at once, and a run that writes its records at the end loses them all. So does an
 exception part-way (a CUDA fault in one kernel). :func:`until_stopped` turns SIGTERM, Ctrl-C and
-an exception into the end of the block, so the code after it writes what was measured and says
-that the run did not finish.
+an exception into the end of the block, so the code after it writes what was measured and then says
+(:func:`say`) that the run did not finish.
 """
 
 from __future__ import annotations
@@ -33,8 +33,18 @@ def until_stopped():
     except KeyboardInterrupt:
         stopped.append("interrupted")
     except Exception as e:  # noqa: BLE001  (any failure: what was measured before it is still written)
-        traceback.print_exc(file=sys.stderr)
         stopped.append(f"failed: {type(e).__name__}: {e}")
+        say(traceback.format_exc(), file=sys.stderr, end="")
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def say(*args, **kwargs) -> None:
+    """``print``, except that a closed output is no error: under ``timeout ... | tee log`` the SIGTERM
+    that stops the run also ends ``tee``, and a print into its pipe would raise before the records
+    measured so far are written (write them first; say what happened after)."""
+    try:
+        print(*args, **kwargs, flush=True)
+    except OSError:  # BrokenPipeError, or a closed terminal
+        pass

@@ -212,7 +212,12 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
     ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=2, frameon=False)
     r = rows[0]
+    configs = {(r["variant"], r["shape"]["m"]): r.get("config") for r in rows}
+    same = [f"at M = {m} the rule ran {v.split(':', 1)[1].replace(',', ', ')}" for m in ms for v in variants
+            if ":" in v and configs.get((v, m)) is not None and configs.get((v, m)) == configs.get((variants[0], m))
+            and ":" not in variants[0]]
     return set_caption(fig, f"An A/B inside CUDA graphs, variants of step 12 in one run, each checked against float32; "
+                            f"{'; '.join(same) + ' (the same kernel twice: the bars differ by noise); ' if same else ''}"
                             f"copy bandwidth {r['bandwidth']['copy_tb_s']:.2f} TB/s measured in the same run. On "
                             f"{r.get('gpu')}, {r.get('date', '')[:10]}, driver {r.get('driver')}, torch {r.get('torch')}, "
                             f"cutlass-dsl {r.get('cutlass_dsl')} ({newest}).",
