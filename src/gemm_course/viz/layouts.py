@@ -382,7 +382,7 @@ def cta_pair_split(split: dict, title: str = "") -> Figure:
     ax.set_ylim(y0 + rows_a + 1, -1)
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.set_title(title or f"One tcgen05.mma.cta_group::2 of {rows_a} x {rows_b} x {depth}: what each CTA holds",
+    ax.set_title(title or f"One K tile of {depth} (tcgen05.mma.cta_group::2 on {rows_a} x {rows_b}): what each CTA holds",
                  fontsize=TEXT_PT + 1)
     return set_caption(fig, "From the step's own tiled MMA: get_slice(v).partition_A / partition_B / "
                             "partition_C of identity tensors of the pair's tiles (traced for sm_100a), and "
