@@ -4,8 +4,8 @@ Parent: step 3. Key differences (only the epilogue changes):
 
 * Each ``tile_m x epi_n`` sub-tile of the accumulator goes TMEM -> registers (``tcgen05.ld``)
   -> bf16 -> a swizzled shared-memory staging buffer -> global memory by one TMA store
-  (``cp.async.bulk.tensor`` shared -> global). The copy engine writes whole 128-byte lines and
-  clips tiles at the matrix edge, so M and N need not be multiples of the tile.
+  (``cp.async.bulk.tensor`` shared -> global). The copy engine writes whole row segments (64 bytes
+  at ``epi_n`` = 32) and clips tiles at the matrix edge, so M and N need not be multiples of the tile.
 * The register -> shared-memory copy follows the TMEM load's shape. With 64 accumulator rows
   (``tile_m`` = 64) the load is ``16x256b``, which hands each lane the same (row, column) pairs
   an ``mma.sync`` fragment has: exactly what ``stmatrix`` stores, one warp-wide instruction per
@@ -17,7 +17,7 @@ Parent: step 3. Key differences (only the epilogue changes):
   CuTeDSL's ``PipelineTmaStore`` (bulk-async groups) tells when a buffer may be written again.
 
 Expected: the epilogue is a small share of a 4096-long K loop, so a modest gain over step 3
-(the seed's 285 TFLOP/s on a B200); the real win is shape freedom.
+(the seed's step 3, quoted in ``book/references.md``); the real win is shape freedom.
 
 Accepts: any M >= 1, N and K multiples of 8 (TMA loads zero-fill and the TMA store clips).
 """
