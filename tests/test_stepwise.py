@@ -1,6 +1,7 @@
 """The per-step runner of the B200 kit: a child process per step and phase, failures named, the run goes on."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -87,6 +88,31 @@ def test_a_time_out_kills_the_childs_children(tmp_path):
         time.sleep(0.1)
     else:
         pytest.fail(f"the grandchild {pid} outlived the limit")
+
+
+@pytest.mark.fast
+def test_an_interrupt_ends_the_child_too(tmp_path, monkeypatch):
+    """The child runs in a session of its own, out of Ctrl-C's reach: an interrupt of the runner kills it."""
+    import subprocess
+    import time
+
+    started = []
+
+    def interrupted(self, timeout=None):
+        started.append(self.pid)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        stepwise.run_phase([sys.executable, "-c", "import time; time.sleep(60)"], 30, str(tmp_path / "log"))
+    monkeypatch.undo()
+    pid = started[0]
+    for _ in range(50):  # killed: reaped within moments, not after its 60 s sleep
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the child {pid} outlived the interrupt")
 
 
 @pytest.mark.fast

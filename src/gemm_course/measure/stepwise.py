@@ -134,6 +134,9 @@ def run_phase(cmd: list, limit: float, log_path: str) -> tuple:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         rc = None
+    except BaseException:  # Ctrl-C reaches only this process (the child has a session of its own): end the child too
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     output = (stdout or "") + (stderr or "")
     seconds = time.time() - t0
     with open(log_path, "w") as f:
