@@ -13,7 +13,7 @@ Parent: step 1 (naive). Key differences:
   takes 256 columns, and registers stay free. ``tcgen05.commit`` makes a second mbarrier flip
   when the issued MMAs are done, so TMA does not overwrite a stage the tensor core still reads.
 * Shared memory is in the *interleaved* (unswizzled) K-major layout: 8 x 8 bf16 "core matrices"
-  of 128 contiguous bytes. TMA can only write it 16 bytes of a row at a time.
+  of 128 contiguous bytes. Through CuTe's 2-D tensor map TMA writes it 16 bytes of a row at a time.
 * One stage: load, wait, multiply, wait, repeat. Nothing overlaps (step 6 fixes that).
 * Epilogue: TMEM -> registers with ``tcgen05.ld.16x256b`` (x8: a 16 x 64 block per warp per
   instruction), one 64 x 64 sub-tile at a time, -> bf16 -> global memory directly.
@@ -26,7 +26,7 @@ of every 8-column group (:func:`gemm_course.kernels.sm100.layouts.accumulator_ow
 derives this table from the copy below).
 
 Expected: as on Hopper, 2 * 64 * 256 * 64 FLOP per K tile against 40 KiB moved per K tile with
-no overlap: latency-bound. The seed measured 155 TFLOP/s on a B200 at 4096^3.
+no overlap: latency-bound (the seed's figure for its step 2 is quoted in ``book/references.md``).
 
 Accepts: M a multiple of tile_m, N a multiple of tile_n, K a multiple of 8 (TMA zero-fills the
 last partial K tile). Step 4 lifts the M/N rule with a TMA store.

@@ -13,13 +13,13 @@ Parent: step 1 (naive). Key differences:
 * ``wgmma.mma_async`` m64n256k16 reads both operands from shared memory: four per 64-wide K
   tile. The accumulator lives in registers (fp32), 128 per thread.
 * Shared memory is in the *interleaved* (unswizzled) layout wgmma accepts: 8 x 8 bf16 "core
-  matrices" of 128 contiguous bytes. TMA can only write it 16 bytes of a row at a time.
+  matrices" of 128 contiguous bytes. Through CuTe's 2-D tensor map TMA writes it 16 bytes of a row at a time.
 * One stage: load, wait, multiply, wait, repeat. Nothing overlaps (later steps fix that).
 * Epilogue: registers -> bf16 -> global memory, each thread storing its fragment directly.
 
 Expected: 2 * 64 * 256 * 64 FLOP per K tile against 40 KiB moved per K tile with no overlap
-between TMA and MMA: latency-bound, a few hundred TFLOP/s at best (the seed's Blackwell step 2:
-155 TFLOP/s on a B200).
+between TMA and MMA: latency-bound, a few hundred TFLOP/s at best (the seed's Blackwell step 2
+is quoted in ``book/references.md``).
 
 Accepts: M a multiple of tile_m, N a multiple of tile_n, K a multiple of 8 (TMA zero-fills the
 last partial K tile). Step 4 lifts the M/N rule with a TMA store.
