@@ -54,8 +54,9 @@ phase() {  # phase NAME LIMIT_S CMD...: run CMD (output shown and kept in OUT/NA
     return
   fi
   local t0=$SECONDS res
-  # --foreground: Ctrl-C still reaches the command; a hung kernel is stopped at the limit
-  timeout --foreground --kill-after=60 "$limit" "$@" 2>&1 | tee "$out/$name.log"
+  # the command's whole process tree is stopped at the limit (a sanitizer's Python child too); Ctrl-C still
+  # reaches it, and stops this script
+  $PY -m gemm_course.measure.bounded "$limit" --kill-after 60 -- "$@" 2>&1 | tee "$out/$name.log"
   rc=${PIPESTATUS[0]}
   case $rc in
     0) res=ok ;;

@@ -143,3 +143,43 @@ def test_debug_shapes_are_small_ragged_and_taken(key):
         assert (4096, 2048, 64) in shapes
     if step.number == 11:
         assert (1000, 1000, 4000) in shapes
+
+
+@pytest.mark.fast
+def test_an_interrupt_of_the_run_ends_the_running_child(tmp_path):
+    """Ctrl-C reaches the main thread, which waits on the pool; the child, run by a worker thread, is ended
+    at once, no further step starts, and the summary names no step failed by the stop."""
+    import signal
+    import threading
+    import time
+
+    pids = []
+
+    def sleeper(key, phase, sanitizer):
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    real_popen = stepwise.subprocess.Popen
+
+    class Recorded(real_popen):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            pids.append(self.pid)
+
+    stepwise.subprocess.Popen = Recorded
+    try:
+        threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # as Ctrl-C would
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            stepwise.run_steps(str(tmp_path), ["sm100/2", "sm100/3"], command=sleeper)
+        assert time.monotonic() - t0 < 20, "the run waited for its child"
+    finally:
+        stepwise.subprocess.Popen = real_popen
+    assert len(pids) == 1, "a step started after the interrupt"
+    try:
+        os.kill(pids[0], 0)
+        alive = open(f"/proc/{pids[0]}/stat").read().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        alive = False
+    assert not alive, "the child outlived the interrupt"
+    summary = tmp_path / "stepwise" / "summary.json"
+    assert not summary.exists() or json.loads(summary.read_text())["rows"] == []

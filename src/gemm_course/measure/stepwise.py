@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable, Optional
 
@@ -121,12 +122,31 @@ def why_failed(rc: Optional[int], output: str, limit: float) -> str:
     return f"exit {rc}" + (f": {errors[-1].strip()[:200]}" if errors else "")
 
 
+# the process groups of the children running now, and whether the runner is stopping: an interrupt or
+# SIGTERM reaches the main thread, which waits on the pool, while a worker thread waits on each child
+_RUNNING: set = set()
+_STOPPING = threading.Event()
+
+
+def end_children() -> None:
+    """Stops the run: no further child starts, and every running one is killed with its own children."""
+    _STOPPING.set()
+    for pgid in list(_RUNNING):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def run_phase(cmd: list, limit: float, log_path: str) -> tuple:
     """(passed, return code or None on time-out, output, seconds). The child runs in a session of its
     own, and a time-out kills the whole session: a sanitizer's Python child with a hung kernel too."""
     t0 = time.time()
+    if _STOPPING.is_set():
+        raise KeyboardInterrupt("the run is stopping")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                             start_new_session=True)
+    _RUNNING.add(proc.pid)
     try:
         stdout, stderr = proc.communicate(timeout=limit)
         rc = proc.returncode
@@ -137,6 +157,8 @@ def run_phase(cmd: list, limit: float, log_path: str) -> tuple:
     except BaseException:  # Ctrl-C reaches only this process (the child has a session of its own): end the child too
         os.killpg(proc.pid, signal.SIGKILL)
         raise
+    finally:
+        _RUNNING.discard(proc.pid)
     output = (stdout or "") + (stderr or "")
     seconds = time.time() - t0
     with open(log_path, "w") as f:
@@ -168,8 +190,8 @@ def run_step(out: str, key: str, sanitizer: Optional[str], limits: dict, command
 def run_steps(out: str, keys: list, sanitizer: Optional[str] = None, limits: Optional[dict] = None,
               command: Callable = child_command, jobs: int = 1) -> list:
     """Every phase of every step in ``keys``, a child each (``jobs`` steps at a time; the GPU is shared,
-    the compiles run on the CPU's cores); rows of the table (and OUT/stepwise/summary.json)."""
-    import threading
+    the compiles run on the CPU's cores); rows of the table (and OUT/stepwise/summary.json). Ctrl-C or
+    SIGTERM (under ``main``) ends the running children and returns nothing: the summary keeps what ended."""
     from concurrent.futures import ThreadPoolExecutor
 
     limits = {**LIMITS_S, **(limits or {})}
@@ -178,13 +200,22 @@ def run_steps(out: str, keys: list, sanitizer: Optional[str] = None, limits: Opt
 
     def one(key):  # the summary is rewritten as each step ends: a run cut short keeps what passed
         row = run_step(out, key, sanitizer, limits, command)
+        if _STOPPING.is_set():  # its child was killed by the stop, not failed by the step
+            return row
         with lock:
             done[key] = row
             save_summary(out, [done[k] for k in keys if k in done], complete=len(done) == len(keys))
         return row
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    _STOPPING.clear()
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         return list(pool.map(one, keys))
+    except BaseException:
+        end_children()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def save_summary(out: str, rows: list, complete: bool) -> None:
@@ -209,6 +240,10 @@ def table(rows: list) -> str:
     lines = [head] + [f"{r['step']:<10} {r['debug']:<7} {r['timed']:<7} {r['sanitizer']:<9}  {r['failed'] or '-'}"
                       for r in rows]
     return "\n".join(lines)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def main(argv=None) -> int:
@@ -237,6 +272,7 @@ def main(argv=None) -> int:
     keys = args.steps or [s.key for s in ladder.steps(args.arch)] if (args.steps or args.arch) else None
     if not keys:
         p.error("name steps or --arch")
+    signal.signal(signal.SIGTERM, _interrupt)  # a phase limit's SIGTERM ends the children as Ctrl-C does
     rows = run_steps(args.out, keys, sanitizer=args.sanitizer, jobs=args.jobs)
     print()
     print(table(rows))
