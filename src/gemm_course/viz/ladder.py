@@ -49,6 +49,11 @@ def _gpus(recs) -> str:
     return ", ".join(sorted({str(r.get("gpu")) for r in recs})) or "?"
 
 
+def _tflops(value: float) -> str:
+    """TFLOP/s as the bars print it: three digits below 10, whole numbers above (never 2.25e+03)."""
+    return f"{value:.3g} TFLOP/s" if value < 10 else f"{value:.0f} TFLOP/s"
+
+
 def ratio_text(rec: dict) -> str:
     """A record's ratio to the cuBLAS timed in its own run (``ratio_to_cublas``), rounded as the
     chapters' tables print it (``records.step_table``: two decimals), three below 0.1."""
@@ -451,11 +456,12 @@ def roofline(problem, peak_tflops: float, bandwidth_tbs: float, points: Iterable
         if p["label"] == "cuBLAS":
             mk = "*"  # never the marker and colour of a step (the cycles repeat after ten points)
         if p.get("tflops") is not None:
-            (line,) = ax.plot(shown_x[id(p)], p["tflops"], mk, label=None if annotate else f"{p['label']} (measured)", **style)
+            label = f"{p['label']}: {_tflops(p['tflops'])}" + ("" if "measured" in str(p["label"]) else " (measured)")
+            (line,) = ax.plot(shown_x[id(p)], p["tflops"], mk, label=None if annotate else label, **style)
             drawn.append((p, line))
         else:
             ax.plot(p["intensity"], bound, mk, markersize=9, markerfacecolor="none", markeredgewidth=1.8,
-                    label=textwrap.fill(f"{p['label']}: at most {bound:.3g} TFLOP/s", wrap))
+                    label=textwrap.fill(f"{p['label']}: at most {_tflops(bound)}", wrap))
     y_lo = min(roof.min(), min([p.get("tflops") or roof.min() for p in points] or [roof.min()])) / 3
     y_hi = peak_tflops * 2.5
     ax.set_ylim(y_lo, y_hi)
