@@ -248,7 +248,10 @@ def ladder_bars(records: Sequence[dict], arch: str = "sm90", shape=SEED_SHAPE, g
         ax.set_xlim(min([1.0] + [v / 3 for v in lows]), top * 2.5)  # the naive step sits near 1 TFLOP/s
     else:
         ax.set_xlim(0, top * 1.04)
-    bottom_ax.set_xlabel("TFLOP/s (BF16, higher is better)" + (", log scale" if log else ""))
+    if message and sax is None:
+        ax.set_xticks([])  # nothing drawn: no TFLOP/s axis (a bare 0..1 would read as a scale)
+    else:
+        bottom_ax.set_xlabel("TFLOP/s (BF16, higher is better)" + (", log scale" if log else ""))
     for a in (ax, sax):
         if a is not None:
             a.tick_params(labelsize=TEXT_PT)
