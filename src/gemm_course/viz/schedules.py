@@ -11,6 +11,7 @@ from matplotlib import colormaps
 from matplotlib.collections import LineCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
@@ -97,8 +98,9 @@ def l2_panels(traffic: dict, title: str = "") -> Figure:
     x = np.arange(len(kinds))
     a = [traffic[k].a_panels * traffic[k].a_panel_bytes / 1e9 for k in kinds]
     b = [traffic[k].b_panels * traffic[k].b_panel_bytes / 1e9 for k in kinds]
-    right.bar(x, a, 0.6, label="A panels", color="#4c72b0")
-    bars = right.bar(x, b, 0.6, bottom=a, label="B panels", color="#dd8452")
+    # not the orders' line colours above (blue, orange, green): there they mean row and grouped
+    right.bar(x, a, 0.6, label="A panels", color="#8172b3")
+    bars = right.bar(x, b, 0.6, bottom=a, label="B panels", color="#ccb974")
     right.bar_label(bars, labels=[f"{ai + bi:.2f} GB" for ai, bi in zip(a, b)], fontsize=TEXT_PT, padding=2)
     floor = traffic[kinds[0]].min_bytes / 1e9
     right.axhline(floor, color="black", linestyle="--", linewidth=1, label=f"every panel once: {floor:.2f} GB")
@@ -148,8 +150,8 @@ def persistent_grid(schedule: dict, title: str = "", cluster_shape=(2, 1)) -> Fi
     ax.set_title("Number: the cluster computing the cluster-tile; colour: the wave it runs in", fontsize=TEXT_PT + 1)
     counts = collections.Counter(schedule["tiles_per_cluster"])
     spread = ", ".join(f"{n} clusters compute {t}" for t, n in sorted(counts.items(), reverse=True))
-    note = (f"The last wave has {schedule['last_wave_tiles']} cluster-tiles for {schedule['clusters']} clusters: "
-            f"{schedule['idle_in_last_wave']} clusters are idle while it runs (red outlines)."
+    note = (f"The last wave (outlined in red) has {schedule['last_wave_tiles']} cluster-tiles for {schedule['clusters']} "
+            f"clusters: {schedule['idle_in_last_wave']} clusters are idle while it runs."
             if schedule["idle_in_last_wave"] else "Every wave is full.")
     return set_caption(fig, f"From the step's own scheduler functions (grid size, cluster_tile); {spread} cluster-tiles. "
                             + note, alt="Grid of cluster-tiles, numbered by cluster, coloured by wave")
@@ -250,7 +252,7 @@ def clc_timeline(schedule, title: str = "") -> Figure:
     cancelled launch. Triangles mark launches, bars at the right end exits."""
     clusters = sorted(schedule.launched, key=lambda c: (schedule.launched[c], c))
     row = {c: i for i, c in enumerate(clusters)}
-    fig = new_figure(PAGE_WIDTH, 1.9 + 0.36 * len(clusters))
+    fig = new_figure(PAGE_WIDTH, 1.9 + 0.3 * len(clusters))
     ax = fig.add_subplot()
     colors = {False: "#4c72b0", True: "#dd8452"}
     for r in schedule.runs:
@@ -266,12 +268,16 @@ def clc_timeline(schedule, title: str = "") -> Figure:
     ax.set_yticks(range(len(clusters)))
     ax.set_yticklabels([f"cluster {c}" for c in clusters], fontsize=TEXT_PT)
     ax.set_ylim(len(clusters) - 0.5, -0.5)
-    ax.set_xlim(0, schedule.span * 1.03 if schedule.span else 1)
+    span = schedule.span or 1
+    ax.set_xlim(-0.03 * span, span * 1.03)  # a launch at 0: its triangle left of the bar, not under the axis
     ax.set_xlabel("time (model units, not measured)", fontsize=TEXT_PT)
     ax.tick_params(labelsize=TEXT_PT)
     fig.legend(handles=[Patch(color=colors[False], label="own tile (launched)"),
-                        Patch(color=colors[True], label="taken over (try_cancel)")],
-               fontsize=TEXT_PT, loc="outside upper center", ncol=2, frameon=False)
+                        Patch(color=colors[True], label="taken over (try_cancel)"),
+                        Line2D([], [], marker=">", color="black", linestyle="none", markersize=6, label="launch"),
+                        Line2D([], [], marker="|", color="black", linestyle="none", markersize=12, markeredgewidth=2,
+                               label="exit")],
+               fontsize=TEXT_PT, loc="outside upper center", ncol=4, frameon=False)
     taken = sum(r.taken for r in schedule.runs)
     ax.set_title(title or f"{schedule.num_clusters} cluster-tiles, at most {schedule.resident} clusters resident",
                  fontsize=TEXT_PT + 1)
