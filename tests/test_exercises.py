@@ -53,6 +53,8 @@ def test_column_major_and_offset_checks():
     _wrong(exercises.check_column_major_stride, (1,), match="two ints")
     assert "23" in exercises.check_offset(((2, 2), (2, 4)), ((1, 4), (2, 8)), (3, 5), 23)
     _wrong(exercises.check_offset, ((2, 2), (2, 4)), ((1, 4), (2, 8)), (3, 5), 29)
+    _wrong(exercises.check_column_major_stride, 4, match="two ints")  # an int, not a tuple: said so, no TypeError
+    _wrong(exercises.check_offset, ((2, 2), (2, 4)), ((1, 4), (2, 8)), (3, 5), "23", match="one int")
 
 
 @pytest.mark.compile
@@ -71,6 +73,10 @@ def test_attempt_reports_code_that_raises(capsys):
 
     assert exercises.attempt(exercises.check_grouped_order, broken) is False
     assert "your code raised ZeroDivisionError" in capsys.readouterr().out
+    # a value of the wrong kind (an int where a tile (m, n) is asked): no "your code" where there is none
+    assert exercises.attempt(exercises.check_gilbert_tile, 16, 16, 5, 5) is False
+    out = capsys.readouterr().out
+    assert "your answer could not be checked (TypeError" in out and "your code" not in out
 
 
 @pytest.mark.fast
@@ -126,7 +132,9 @@ def test_gemm_intensity_check():
 @pytest.mark.parametrize("tile_k", [32, 64])
 def test_mma_per_k_tile_is_read_from_the_ptx(tile_k):
     assert "right" in exercises.check_mma_per_k_tile(tile_k, tile_k // 16)
-    _wrong(exercises.check_mma_per_k_tile, tile_k, tile_k // 8)
+    with pytest.raises(AssertionError) as wrong:
+        exercises.check_mma_per_k_tile(tile_k, tile_k // 8)
+    assert f"has {tile_k // 16} " not in str(wrong.value)  # a wrong answer gets a hint, not the count
 
 
 @pytest.mark.compile
@@ -203,6 +211,9 @@ def test_kernel_objects_read_the_traced_host_objects():
 def test_tma_stores_and_staging_bytes_checks():
     assert "4 TMA stores" in exercises.check_tma_stores(64, 4)
     _wrong(exercises.check_tma_stores, 64, 8, match="Hint")
+    with pytest.raises(AssertionError) as wrong:
+        exercises.check_tma_stores(64, 2)
+    assert "has 4 " not in str(wrong.value)  # a wrong answer gets a hint, not the count
     _wrong(exercises.check_tma_stores, 48, 5, match="not a valid choice")
     assert "4096 B" in exercises.check_staging_bytes(64 * 32 * 2)
     _wrong(exercises.check_staging_bytes, 64 * 32 * 2 * 2, match="Hint")
@@ -319,6 +330,12 @@ def test_sweep_geomean_check_reads_the_newest_sweep(tmp_path):
     records = load_records(str(tmp_path / "results"))
     assert "over 2 shapes" in exercises.check_sweep_geomean(math.sqrt(0.8 * 1.25), records=records)
     _wrong(exercises.check_sweep_geomean, (0.8 + 1.25) / 2, "sm90/11", records, match="exp")
+    # ratios near 1, as the real sweep's: the arithmetic mean lies within 2e-3 of the geometric one, and is refused
+    bench.write_records([rec(0.95, "2030-03-01"), rec(1.05, "2030-03-01")], "sweep",
+                        out_dir=str(tmp_path / "results" / "g" / "c"))
+    records = load_records(str(tmp_path / "results"))
+    assert "right" in exercises.check_sweep_geomean(math.sqrt(0.95 * 1.05), records=records)
+    _wrong(exercises.check_sweep_geomean, 1.0, "sm90/11", records, match="arithmetic mean")
     _wrong(exercises.check_sweep_geomean, 1.0, "sm90/11", [], match="no sweep")
 
 
@@ -466,4 +483,5 @@ def test_score_tile_rule_scores_picks_against_the_measured_widths():
     assert timed_240 == 4
     assert f"over the 4 of {len(cases)} shape-runs" in exercises.score_tile_rule(lambda m, n, k, c: 240)
     _wrong(exercises.score_tile_rule, lambda m, n, k, c: 168, match="not a tile width")
+    _wrong(exercises.score_tile_rule, lambda m, n, k, c: 256.0, match="an int")
     _wrong(exercises.score_tile_rule, lambda m, n, k, c: ..., match="nothing yet")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 from .common import NOT_ANSWERED, attempt, unanswered  # noqa: F401
 
@@ -18,7 +19,7 @@ def check_column_major_stride(stride) -> str:
     """Give the stride that makes a (4, 8) layout column-major: (i, j) -> i + 4 * j."""
     from ..cute_basics import layout_table
 
-    stride = tuple(stride)
+    stride = tuple(stride) if isinstance(stride, (tuple, list)) else (stride,)
     if len(stride) != 2 or not all(isinstance(s, int) for s in stride):
         raise AssertionError(f"a stride for a rank-2 shape is two ints, e.g. (8, 1); got {stride!r}")
     table = layout_table((4, 8), stride)["offsets"]
@@ -37,6 +38,7 @@ def check_offset(shape, stride, coord, offset: int) -> str:
 
     row, col = coord
     actual = layout_table(shape, stride)["offsets"][row][col]
+    assert isinstance(offset, numbers.Integral), f"an offset is one int (a count of elements), not {offset!r}"
     assert offset == actual, (
         f"not quite: the offset of ({row}, {col}) in {shape}:{stride} is not {offset}. Hint: split each "
         "coordinate into the sub-modes of its mode (colexicographically: the leftmost sub-mode varies "
@@ -77,7 +79,7 @@ def check_naive_loads_per_fma(loads_per_fma: float, target: str = "sm_90a") -> s
     loads, fmas = _count(ops, LOAD_OPCODES), _count(ops, FMA_OPCODES)
     assert math.isclose(loads_per_fma, loads / fmas), (
         f"count again in the main loop of the SASS (label {loop['label']}): it has {fmas} FMA. "
-        "Hint: every FFMA needs one element of A and one of B, and nothing is kept between iterations."
+        "Hint: every FMA needs one element of A and one of B, and nothing is kept between iterations."
     )
     return f"right: {loads} LDG for {fmas} FMA in the unrolled loop, {loads / fmas:g} loads per FMA"
 
@@ -108,7 +110,7 @@ def check_mma_per_k_tile(tile_k: int, count: int, step: str = "sm90/2") -> str:
     marker = "wgmma.mma_async" if s.arch == "sm90" else "tcgen05.mma.cta_group"
     actual = inspect.ptx_count(art.ptx, marker)
     assert count == actual, (
-        f"the compiled PTX of {s.key} with tile_k={tile_k} has {actual} {marker}, not {count}. "
+        f"not {count}: the compiled PTX of {s.key} with tile_k={tile_k} has another count of {marker}. "
         "Hint: one instruction covers K = 16 for bf16."
     )
     return f"right: tile_k={tile_k} -> {actual} x {marker} per K tile"
