@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.collections import LineCollection
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import ListedColormap, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -360,7 +360,7 @@ def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the g
     by_place = sorted(range(len(cluster_sms)), key=lambda c: places[c])
     per_row = min(len(cluster_sms), 22)  # each strip wrapped into rows of 22 cells, a 9-pt number in each
     lines = -(-len(cluster_sms) // per_row)
-    fig = new_figure(PAGE_WIDTH, 2 * (0.3 * lines + 0.35) + 0.9)
+    fig = new_figure(PAGE_WIDTH, 2 * (0.3 * lines + 0.35) + 0.55)  # the strips' own height, little white around
     ax = fig.subplots()
     y = 0.0
     for strip, (name, clusters) in enumerate((("By cluster index, as the hardware deals them out", list(range(len(cluster_sms)))),
@@ -368,10 +368,11 @@ def cluster_placement(probe: dict, title: str = "Which GPC each cluster of the g
         ax.text(0, y - 0.15, name, ha="left", va="bottom", fontsize=TEXT_PT + 1)
         for i, c in enumerate(clusters):
             x, row = i % per_row, i // per_row
-            ax.add_patch(Rectangle((x, y + row), 0.92, 0.85, color=color.get(gpc[c], "#cccccc"),
-                                   gid=f"{('index', 'place')[strip]} {c}"))
+            fill = color.get(gpc[c], "#cccccc")
+            ax.add_patch(Rectangle((x, y + row), 0.92, 0.85, color=fill, gid=f"{('index', 'place')[strip]} {c}"))
+            dark = np.dot(to_rgb(fill), (0.299, 0.587, 0.114)) < 0.5  # white numbers on the dark GPC colours
             ax.text(x + 0.46, y + row + 0.43, str(c), ha="center", va="center", fontsize=TEXT_PT,
-                    gid=f"{('index', 'place')[strip]} {c}")
+                    color="white" if dark else "black", gid=f"{('index', 'place')[strip]} {c}")
         y += lines + 1.1
     ax.set_xlim(-0.05, per_row)
     ax.set_ylim(y - 0.95, -0.9)
