@@ -67,10 +67,12 @@ def new_figure(width: float, height: float) -> CourseFigure:
 
 
 def message_figure(text: str, caption: str, height: float = 1.5, fontsize: float = TEXT_PT + 1) -> Figure:
-    """A page-wide figure that says, in place of a plot, why there is none (e.g. no record yet)."""
+    """A page-wide figure that says, in place of a plot, why there is none (e.g. no record yet); the
+    text is wrapped to the page (a long line would run out of the image at both sides)."""
     fig = new_figure(PAGE_WIDTH, height)
     ax = fig.add_subplot()
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=fontsize)
+    ax.text(0.5, 0.5, wrap_title(text, round(70 * (TEXT_PT + 1) / fontsize)), ha="center", va="center",
+            transform=ax.transAxes, fontsize=fontsize)
     ax.axis("off")
     return set_caption(fig, caption)
 
