@@ -485,3 +485,15 @@ def test_score_tile_rule_scores_picks_against_the_measured_widths():
     _wrong(exercises.score_tile_rule, lambda m, n, k, c: 168, match="not a tile width")
     _wrong(exercises.score_tile_rule, lambda m, n, k, c: 256.0, match="an int")
     _wrong(exercises.score_tile_rule, lambda m, n, k, c: ..., match="nothing yet")
+
+
+@pytest.mark.fast
+def test_the_package_docstring_lists_every_check():
+    """help(exercises) is the index a reader finds the checks by: every check_*/score_* is listed, and
+    every listed name exists."""
+    import re
+
+    listed = set(re.findall(r":func:`(\w+)`", exercises.__doc__))
+    checks = {name for name in dir(exercises) if name.startswith(("check_", "score_"))}
+    assert checks <= listed, sorted(checks - listed)
+    assert all(hasattr(exercises, name) for name in listed), sorted(n for n in listed if not hasattr(exercises, n))
