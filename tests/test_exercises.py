@@ -73,6 +73,11 @@ def test_attempt_reports_code_that_raises(capsys):
 
     assert exercises.attempt(exercises.check_grouped_order, broken) is False
     assert "your code raised ZeroDivisionError" in capsys.readouterr().out
+    # code that runs but returns an int where a pair is asked: said so, not a TypeError blamed on the code
+    assert exercises.attempt(exercises.check_grouped_order, lambda index, tiles_m, tiles_n, group: index) is False
+    assert exercises.attempt(exercises.check_wave_footprint, lambda order, wave: len(order[:wave])) is False
+    out = capsys.readouterr().out
+    assert out.count("return a pair") == 2 and "TypeError" not in out
     # a value of the wrong kind (an int where a tile (m, n) is asked): no "your code" where there is none
     assert exercises.attempt(exercises.check_gilbert_tile, 16, 16, 5, 5) is False
     out = capsys.readouterr().out

@@ -11,6 +11,17 @@ from .common import NOT_ANSWERED, attempt, unanswered  # noqa: F401
 # ---------------------------------------------------------------------------------------------
 
 
+def _pair(got, what: str) -> tuple:
+    """``got`` as a tuple of two, or an AssertionError that says a pair is asked for (not a TypeError
+    from ``tuple(5)`` that reads as a bug in the reader's code)."""
+    try:
+        pair = None if isinstance(got, str) else tuple(got)
+    except TypeError:  # not iterable: an int, None, ...
+        pair = None
+    assert pair is not None and len(pair) == 2, f"your function returned {got!r}; return a pair {what}"
+    return pair
+
+
 def check_stage_bytes(fn) -> str:
     """Write ``fn(tile_m, tile_n, tile_k)``: the bytes step 2's barrier expects for one K tile of A and B
     (bf16). Compared with ``expect_tx`` in the compiled PTX of both architectures' step 2."""
@@ -62,7 +73,7 @@ def check_grouped_order(fn) -> str:
     for tiles_m, tiles_n, group in ((8, 8, 8), (13, 7, 4), (5, 16, 8), (16, 4, 1)):
         want = tile_order.grouped_raster(tiles_m, tiles_n, group)
         for index, tile in enumerate(want):
-            got = tuple(fn(index, tiles_m, tiles_n, group))
+            got = _pair(fn(index, tiles_m, tiles_n, group), "(m, n)")
             assert got == tile, (
                 f"{tiles_m} x {tiles_n} tiles, group {group}: index {index} is tile {tile}, you say {got}. Hint: a band of "
                 "`group` tile-rows holds group x tiles_n indices and is walked column by column; the last band may be "
@@ -81,7 +92,7 @@ def check_wave_footprint(fn) -> str:
         order = tile_order.order(kind, tm, tn)
         model = sim.l2_traffic(order, sms=wave)
         want = (model.a_per_wave[0], model.b_per_wave[0])
-        got = tuple(fn(order, wave))
+        got = _pair(fn(order, wave), "(A panels, B panels)")
         assert got == want, (
             f"{kind} order on {tm} x {tn} tiles, waves of {wave}: the model counts {want}, you say {got}. Hint: count the "
             "distinct m (A panels) and the distinct n (B panels) among the first `wave` tiles."
