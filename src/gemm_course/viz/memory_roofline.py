@@ -284,9 +284,9 @@ def graph_times(records: Sequence[dict], title: str = "Inside a CUDA graph: micr
     ax.margins(x=0.25)
     ax.set_xlabel("microseconds per GEMM (median over rounds)")
     ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    ax.legend(handles=[Line2D([], [], color=STEP_COLORS.get(p, CTA_COLORS[4]), linewidth=6, label=p)
-                       for p in [*steps, "cuBLAS"]],
-              fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.9 / height), ncol=3, frameon=False)
+    fig.legend(handles=[Line2D([], [], color=STEP_COLORS.get(p, CTA_COLORS[4]), linewidth=6, label=p)
+                        for p in [*steps, "cuBLAS"]],
+               fontsize=TEXT_PT, loc="outside lower center", ncol=3, frameon=False)  # under the x label, no gap
     r = runs[0]
     p = r.get("protocol", {})
     return set_caption(fig, "Time per GEMM, a graph's replay time over the launches it holds, for each step and cuBLAS "
