@@ -507,8 +507,8 @@ def bandwidth_bars(sweep: Sequence[dict], title: str = "Decode-sized GEMMs: byte
     (A, B, C once) over the median time, for the step and for cuBLAS timed beside it, against the
     datasheet's HBM bandwidth and the copy bandwidth measured in the same run (``bench.copy_tb_s``)."""
     if not sweep:
-        return message_figure("No decode record yet: scripts/gpu_decode.sh on a GPU writes them.",
-                              "Decode-sized GEMMs against HBM bandwidth: not measured yet.")
+        return message_figure("No decode-class sweep of this step yet (records.decode_sweep): scripts/gpu_decode.sh "
+                              "on a GPU writes them.", "Decode-sized GEMMs of this step against HBM bandwidth: not measured yet.")
     labels = ["x".join(map(str, shape_of(r))) for r in sweep]
     ours = [r["bandwidth"]["tb_s"] for r in sweep]
     theirs = [r["bandwidth"]["cublas_tb_s"] for r in sweep]
