@@ -32,12 +32,14 @@ def power_limit_bars(records: Sequence[dict], title: str = "At the power limit: 
     span = max([abs(r[k] - 1.0) for r in rows for k in ("ratio", "clock_ratio", "per_clock_ratio")] + [0.02])
     for yi, r in zip(y, rows):
         s, c = r["step_values"], r["cublas_values"]
-        ax.text(0.005, yi - 0.2, f"{s['tflops']:.0f} vs {c['tflops']:.0f} TFLOP/s, {s['sm_mhz']:.0f} vs "
+        ax.text(0.005, yi - 0.23, f"{s['tflops']:.0f} vs {c['tflops']:.0f} TFLOP/s, {s['sm_mhz']:.0f} vs "
                 f"{c['sm_mhz']:.0f} MHz, {s['power_w']:.0f} vs {c['power_w']:.0f} W", transform=ax.get_yaxis_transform(),
                 fontsize=TEXT_PT, va="bottom", ha="left", color="#333333",
                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.5})
     ax.axvline(1.0, color="black", linewidth=1)
-    ax.set_yticks(y, [f"{r['shape']}\n{r['step']}" for r in rows])
+    files = list(dict.fromkeys(r["file"] for r in rows))  # several runs: each row names its run (the caption lists them)
+    run = {f: f", run {i + 1}" if len(files) > 1 else "" for i, f in enumerate(files)}
+    ax.set_yticks(y, [f"{r['shape']}\n{r['step']}{run[r['file']]}" for r in rows])
     ax.tick_params(labelsize=TEXT_PT)
     ax.set_ylim(len(rows) - 0.55, -0.6)
     ax.set_xlim(1.0 - 1.4 * span, 1.0 + 1.4 * span)
@@ -47,7 +49,10 @@ def power_limit_bars(records: Sequence[dict], title: str = "At the power limit: 
     return _clocks_caption(fig, rows, "each kernel runs back to back for a few seconds after a warm-up while "
                                       "nvidia-smi samples the SM clock and the board power every 50 ms (medians); the "
                                       "step runs before and after cuBLAS and its two runs are averaged. Work per clock = "
-                                      "FLOP per SM clock. Labels: step vs cuBLAS.", alt="Grouped horizontal bar chart")
+                                      "FLOP per SM clock. Labels: step vs cuBLAS."
+                                      + (" Runs: " + "; ".join(f"{i + 1} = {f} ({next(r['date'] for r in rows if r['file'] == f)})"
+                                                               for i, f in enumerate(files)) + "." if len(files) > 1 else ""),
+                             alt="Grouped horizontal bar chart")
 
 
 def order_energy(records: Sequence[dict], title: str = "The tile order's DRAM traffic, paid in energy") -> Figure:
