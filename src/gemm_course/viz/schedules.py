@@ -168,6 +168,8 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
     from ..rules import schedule
 
     picked = list(range(min(show // 2, clusters))) + list(range(max(clusters - show // 2, show // 2), clusters))
+    # (row of the first cluster after the gap, first and last cluster left out), if any is left out
+    skipped = next(((row, picked[row - 1] + 1, c - 1) for row, c in enumerate(picked) if row and c > picked[row - 1] + 1), None)
     fig = new_figure(PAGE_WIDTH, 2 * (0.24 * len(picked) + 0.75) + 1.0)
     axes = fig.subplots(2, 1)
     base = list(colormaps["tab20"].colors)
@@ -190,6 +192,8 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
                 ax.text(1.01, row, "tail " + ", ".join(str(i) for i in tail), transform=blended, ha="left", va="center",
                         fontsize=TEXT_PT, clip_on=False, gid="tail-tiles")
         ax.axvline(longest, color="red", linewidth=1)
+        if skipped:  # a dotted line where the clusters not drawn would be
+            ax.axhline(skipped[0] - 0.5, color="grey", linestyle=":", linewidth=1.2)
         busy = schedule.busy_fraction(tiles, clusters, k_tiles, enabled)
         ax.set_title(f"{'Split tail' if enabled else 'Whole tiles only'}: longest cluster {longest} K tiles, "
                      f"{busy:.1%} busy", fontsize=TEXT_PT + 1, loc="left")
@@ -203,7 +207,8 @@ def stream_k_tail(tiles: int, clusters: int, k_tiles: int, title: str = "", show
                             "row: the tail tiles (cluster-tile numbers) the cluster works on; hatched parts start "
                             "mid-tile and hand a partial sum to the cluster that computed the tile's first K tile. "
                             "The red line is when the last cluster finishes, if every K tile took the same time and "
-                            "the hand-over were free.",
+                            "the hand-over were free."
+                            + (f" Clusters {skipped[1]}-{skipped[2]} are not drawn (dotted line)." if skipped else ""),
                        alt="Two horizontal bar charts of each cluster's work")
 
 
