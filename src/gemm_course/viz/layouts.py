@@ -158,9 +158,10 @@ def bank_maps(step_keys: Sequence[str] = ("row-major", "sm90/2", "sm90/3"), rows
 
     Each row of a 64-wide bf16 tile is 128 bytes = 8 chunks of 16 bytes = all 32 banks once.
     Cells are chunks (8 bf16), labelled with their 4 banks. The layouts are stacked, one panel
-    each, at page width. The red box marks a core-matrix column
-    read (8 rows x 16 bytes: what ldmatrix/wgmma fetch), the blue one a 128-byte row (a TMA box
-    row); the title gives each one's wavefronts from :func:`gemm_course.teaching.sim.conflicts`.
+    each, at page width. The solid box marks a core-matrix column
+    read (8 rows x 16 bytes: what ldmatrix/wgmma fetch), the dashed one a 128-byte row (a TMA box
+    row), both black (a red or blue box would vanish on the cells of those colours); the title
+    gives each one's wavefronts from :func:`gemm_course.teaching.sim.conflicts`.
     """
     from ..teaching import sim
 
@@ -188,12 +189,12 @@ def bank_maps(step_keys: Sequence[str] = ("row-major", "sm90/2", "sm90/3"), rows
                     color="white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black")
         col = sim.conflicts(off, "core-matrix column", 0, 0)
         row = sim.conflicts(off, "row", 0, 0)
-        ax.add_patch(Rectangle((-0.5, -0.5), 1, min(8, rows), fill=False, edgecolor="red", linewidth=3))
-        ax.add_patch(Rectangle((-0.45, -0.45), 7.9, 0.9, fill=False, edgecolor="blue", linewidth=2.5, linestyle="--"))
+        ax.add_patch(Rectangle((-0.5, -0.5), 1, min(8, rows), fill=False, edgecolor="black", linewidth=3))
+        ax.add_patch(Rectangle((-0.42, -0.42), 7.84, 0.84, fill=False, edgecolor="black", linewidth=2.5, linestyle="--"))
         plural = lambda n: "s" if n > 1 else ""  # noqa: E731
         ax.set_title(f"{_LAYOUT_NAMES.get(key, key)}: {sim.layout_text(key, operand)}\n"
-                     f"red (column read): {col.wavefronts} wavefront{plural(col.wavefronts)}, {col.conflicts} extra;  "
-                     f"blue (128-byte row): {row.wavefronts} wavefront{plural(row.wavefronts)}, {row.conflicts} extra",
+                     f"solid box (column read): {col.wavefronts} wavefront{plural(col.wavefronts)}, {col.conflicts} extra;  "
+                     f"dashed box (128-byte row): {row.wavefronts} wavefront{plural(row.wavefronts)}, {row.conflicts} extra",
                      fontsize=TEXT_PT, loc="left")
         ax.set_yticks(range(rows))
         ax.set_ylabel("row of the tile")
