@@ -46,5 +46,6 @@ def attempt(check, *answers, **options):
             print(f"{check.__name__}: your code raised {type(e).__name__}: {e}")
         else:  # a value of the wrong kind (an int for a tuple, ...): say what the check could not do with it
             print(f"{check.__name__}: your answer could not be checked ({type(e).__name__}: {e}); is it the kind of "
-                  "value the exercise asks for (a tuple, an int, ...: see the comment beside its ...)?")
+                  "value the exercise asks for (a tuple, an int, ...: see the comment beside its ...)? If it is, the "
+                  "error is the check's own.")
         return False
