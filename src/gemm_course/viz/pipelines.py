@@ -241,7 +241,10 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
     return set_caption(fig, "A schematic from gemm_course.teaching.sim.pipeline_model, not a measurement: the stage counts, K tiles "
                             f"and tiles per CTA follow the configs; the durations are made up (a load takes {p['load']:g} "
                             f"units from issue to landing, a K tile's {mma_name} {p['mma']:g}, an epilogue {p['epilogue']:g}). "
-                            "Colour = stage; t<i> k<j>: K tile j of the CTA's i-th tile.", alt="Schematic timeline")
+                            "Colour = stage; " + ("t<i> k<j>: K tile j of output tile i (numbered over the CTAs)."
+                                                  if any(m["params"]["tiles_per_cta"] * m["params"]["ctas"] > 1
+                                                         for m in models.values()) else "k<j>: K tile j of the tile."),
+                       alt="Schematic timeline")
 
 
 def format_duration(value: float) -> str:
