@@ -146,7 +146,9 @@ def launch_figure(records: Sequence[dict], max_m: int = MAX_M, arch: str = "sm90
             xs = np.array([b for b, _ in line.points]) / 1e6
             ax.plot(xs, [us for _, us in line.points], "o", color=color, markersize=5, alpha=0.7)
             ends = np.array([0.0, right])
-            ax.plot(ends, line.fixed_us + ends / line.tb_s, "-", color=color, linewidth=1.4,
+            under = line.provider == "cuBLAS"  # wide and pale beneath: a step's line close to it stays visible
+            ax.plot(ends, line.fixed_us + ends / line.tb_s, "-", color=color, linewidth=3.6 if under else 1.4,
+                    alpha=0.45 if under else 1.0, zorder=1.5 if under else 2.5,
                     label=f"{line.provider}: {line.fixed_us:.1f} us + bytes at {line.tb_s:.2f} TB/s")
         copy = next(line.copy_tb_s for line in lines if line.source == source)
         if copy:
