@@ -185,7 +185,7 @@ def test_a_relauncher_keeps_no_operand_of_the_launcher_alive():
     assert args[3] == "stream" and len(args) == 5  # A, B, C, the stream, the scratch
 
 
-# ---- kept arguments (run.KeptArguments, off by default): the same launch arguments as fresh views ----
+# ---- kept arguments (run.KeptArguments, on by default): the same launch arguments as fresh views ----
 
 
 def _descriptor(address: int) -> bytes:

@@ -69,13 +69,12 @@ def machine() -> Machine:
 
 
 def resolve_target(target: Optional[str], step=None) -> str:
-    """``None`` means: the GPU that is here, else the step's own architecture, else sm_90a."""
+    """``None`` means: the step's own architecture when a ladder step is given, else the GPU that is
+    here, else sm_90a."""
     if target is None:
-        present = machine().target
         if step is not None and step.arch in ARCH_TARGET:
-            own = ARCH_TARGET[step.arch]
-            return present if present == own else own
-        return present or "sm_90a"
+            return ARCH_TARGET[step.arch]
+        return machine().target or "sm_90a"
     target = {"sm100": "sm_100a", "sm90": "sm_90a", "sm_100": "sm_100a", "sm_90": "sm_90a"}.get(target, target)
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}")
@@ -243,9 +242,9 @@ def compile_step(step, config=None, target: Optional[str] = None, shape_class: s
     """Compile ``step`` (a :class:`gemm_course.runtime.ladder.Step`) for ``target``; cached.
 
     ``operands``: real (A, B, C) CuTe tensors to compile against on a GPU; by default fake ones.
-    The cache key is (step, config, target, shape class, watchdog bound); configs are frozen
-    dataclasses. With ``GEMM_COURSE_WATCHDOG`` set the build is a debug build whose mbarrier waits
-    are bounded (:mod:`gemm_course.runtime.watchdog`).
+    The cache key is (step, config, target, shape class, whether real operands were given, watchdog
+    bound); configs are frozen dataclasses. With ``GEMM_COURSE_WATCHDOG`` set the build is a debug
+    build whose mbarrier waits are bounded (:mod:`gemm_course.runtime.watchdog`).
     """
     config = step.default if config is None else config
     target = resolve_target(target, step)

@@ -9,7 +9,7 @@ Notebooks, tests, the CLI and the benchmarks look kernels up here and nowhere el
 
 Each step module (``gemm_course/kernels/...``) provides ``Config``, ``check_config(config)``,
 ``can_implement(problem, config)`` and ``Gemm(config)`` whose ``@cute.jit __call__(a, b, c,
-stream)`` launches the kernel.
+stream, *workspace)`` launches the kernel (:class:`gemm_course.runtime.plan.StepModule`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class UnknownStep(GemmInputError, KeyError):
 class ConfigError(GemmInputError, TypeError):
     """A config a step refuses: an unknown field, a value of the wrong type, or one ``check_config``
     refuses (a ``GemmInputError``, so a ``ValueError``; and a ``TypeError``, which is what
-    ``dataclasses.replace`` raises for an unknown field and what older callers catch)."""
+    ``dataclasses.replace`` raises for an unknown field and what ``measure.ab_runs.row_config`` catches)."""
 
 
 # the words a true/false Config field takes in FIELD=VALUE
@@ -140,7 +140,8 @@ class Step:
 
     def config_for(self, problem):
         """The configuration ``problem`` runs with when none is given: the step module's own choice
-        per shape (a ``config_for(problem)``, step 11 on Hopper) if it has one, else the default."""
+        per shape (a ``config_for(problem)``: steps 11 and 12 on both architectures) if it has one,
+        else the default."""
         choose = getattr(self.load(), "config_for", None)
         return choose(problem) if choose else self.default
 
@@ -378,7 +379,7 @@ _STEPS = [
         "Tensor cores, TMA and tensor memory (tcgen05, unswizzled)",
         "TMA loads on an mbarrier; one thread issues tcgen05.mma 64x256x16 four times per K tile; "
         "the fp32 accumulator lives in tensor memory and the epilogue reads it with tcgen05.ld",
-        "M a multiple of 64, N a multiple of 256, K a multiple of 8",
+        "M a multiple of tile_m, N a multiple of tile_n, K a multiple of 8 (TMA zero-fills the K tail)",
         (_MMA, _TMA, _TMEM, _BAR, _GMEM),
         ptx_markers=_BLACKWELL,
         knobs=(("tile_n", (64, 128, 256)), ("tile_k", (32, 64))),
@@ -541,7 +542,7 @@ def decode(arch: str = "sm90") -> Optional[Step]:
 
 
 def get(key) -> Step:
-    """``get('sm90/3')``, ``get('sm90:3')``, ``get(('sm90', 3))``; a bare number means sm90 (runs here)."""
+    """``get('sm90/3')``, ``get('sm90:3')``, ``get(('sm90', 3))``; a bare number means sm90."""
     if isinstance(key, Step):
         return key
     if isinstance(key, tuple):

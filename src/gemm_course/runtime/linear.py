@@ -21,7 +21,7 @@ Everything it cannot take is refused before launch with a
 Host time counts here (a decode GEMM runs for 10-30 us), so what does not change between calls is
 kept: the step and config per shape (:func:`route_plan`), and the step's scratch per (step, config,
 device, stream) (:class:`gemm_course.runtime.run.Workspace`), allocated and filled on the first call
-only. The kernels themselves are compiled once per config by :func:`gemm_course.runtime.arch.compile_step`.
+only. The kernels themselves are compiled once per config by :func:`gemm_course.runtime.arch.compile_plan`.
 The first call of a signature (the tensors' shapes, strides, dtypes and devices, the stream) makes
 every check once, linear's (:mod:`gemm_course.runtime.linear_checks`) and then the GEMM's
 (:func:`gemm_course.runtime.problem.validate`), and keeps what it found with its launcher; a later

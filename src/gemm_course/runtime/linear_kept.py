@@ -63,7 +63,7 @@ class _Call:
     a_bytes: int
     b_bytes: int
     c_bytes: int
-    launch: object  # run.Relauncher: (a, b, c) -> None
+    launch: object  # run.KeptArguments or run.Relauncher (_relauncher): (a, b, c) -> None
 
     def run(self, input, weight, bias, out):
         if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad

@@ -61,8 +61,8 @@ class Plan:
 def for_problem(step, problem, config=None, target: Optional[str] = None) -> Plan:
     """The plan of ``step`` for ``problem`` (a :class:`GemmProblem` or ``(m, n, k)``), with
     ``config`` or the step's choice for the shape; a :class:`GemmInputError` when it cannot run.
-    ``target``: the architecture compiled for (the step's own by default; the naive step's is the
-    caller's to say, else sm_90a)."""
+    ``target``: the architecture compiled for (by default the step's own, ``Step.target``: the naive
+    step's twins are ``sm90/1`` for sm_90a and ``sm100/1`` for sm_100a)."""
     step = _step(step)
     if not isinstance(problem, GemmProblem):
         m, n, k = problem

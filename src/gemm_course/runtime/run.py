@@ -5,7 +5,8 @@
     run.check("sm90/3", shapes=[(4096, 4096, 4096), (128, 256, 72)])
 
 Without a ``config`` a step runs its default, except a step that picks one per shape
-(``Step.config_for``: step 11 on Hopper, from ``gemm_course.rules.tile_rule``).
+(``Step.config_for``: steps 11 and 12, from ``gemm_course.rules.tile_rule`` on Hopper's step 11,
+``gemm_course.rules.decode_rule`` on Blackwell's, and step 12's own swap-AB rule).
 """
 
 from __future__ import annotations

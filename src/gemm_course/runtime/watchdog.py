@@ -2,7 +2,7 @@
 
 Off by default: the timed kernels' PTX is exactly what it is without this module. With
 ``GEMM_COURSE_WATCHDOG`` set (``1`` for the default bound, or a number of seconds) every kernel
-that :func:`gemm_course.runtime.arch.compile_step` builds is a *debug build*:
+that :func:`gemm_course.runtime.arch.compile_step` or ``compile_plan`` builds is a *debug build*:
 
 * every mbarrier wait (CuTeDSL's pipelines, whose waits all go through ``MbarrierArray.wait``,
   and the kernels' own ``cute.arch.mbarrier_wait`` calls) polls ``mbarrier.try_wait.parity``
@@ -22,7 +22,7 @@ stack while the kernel traces, with the role the pipeline's method gives it (``c
 waits on a *full* barrier, ``producer_acquire`` on an *empty* one) and, for a TMA barrier, the
 bytes its transaction count expects. Hardware barriers (``bar.sync`` named barriers, the cluster
 barrier) cannot be polled; a hang there is caught by the caller's process timeout instead
-(``gemm_course.measure.b200`` runs each step in its own process for that reason).
+(``gemm_course.measure.stepwise`` runs each step in its own process for that reason).
 
 A trap leaves the CUDA context unusable: run a debug build in a process of its own.
 """
