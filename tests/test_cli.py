@@ -131,6 +131,22 @@ def test_list(capsys):
     assert capsys.readouterr().out.count("adds:") == 12  # and their Blackwell twins
 
 
+@pytest.mark.fast
+def test_list_names_where_each_choice_per_shape_comes_from(capsys):
+    """Step 11 takes its tile from a host rule, step 12 from its own swap-AB rule (not step 11's)."""
+    assert cli.main(["list"]) == 0
+    per_shape = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line[:1].strip():
+            key = line.split()[0]
+        elif "per shape:" in line:
+            per_shape[key] = line
+    assert set(per_shape) == {s.key for s in ladder.steps() if getattr(s.load(), "config_for", None)}
+    assert "rules.tile_rule" in per_shape["sm90/11"] and "rules.decode_rule" in per_shape["sm100/11"]
+    for key in ("sm90/12", "sm100/12"):
+        assert f"{ladder.get(key).module_name}.config_for up to M = 256" in per_shape[key], per_shape[key]
+
+
 # ---- errors a reader meets: one line each, never a traceback --------------------------------------
 
 

@@ -94,10 +94,20 @@ def cmd_list(args):
         print(f"{'':<9} shapes: {s.shapes}")
         print(f"{'':<9} config: {s.default}")
         if getattr(s.load(), "config_for", None):
-            rule = "gemm_course.rules.tile_rule" if s.arch == "sm90" else "gemm_course.rules.decode_rule, for M <= 128"
             print(f"{'':<9} per shape: without --config, the tile, stages and cluster come from the shape "
-                  f"({rule})")
+                  f"({per_shape_rule(s)})")
     return 0
+
+
+def per_shape_rule(step) -> str:
+    """Where the choice per shape of a step with a ``config_for`` comes from, in ``list``'s words."""
+    from .rules import decode_rule
+
+    if step.roofline == "memory":  # step 12: its own swap-AB rule, step 11's choice for larger M
+        return f"{step.module_name}.config_for up to M = {step.load().SWAP_MAX_M}, step 11's choice above"
+    if step.arch == "sm90":
+        return "gemm_course.rules.tile_rule"
+    return f"gemm_course.rules.decode_rule, for M <= {decode_rule.DECODE_MAX_M}"
 
 
 def cmd_inspect(args):
@@ -237,7 +247,7 @@ def build_parser():
                "validates and times the Blackwell ladder and writes the records the book reads.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    step_help = "e.g. sm90/3, sm100/2, or 3 (Hopper)"
+    step_help = "e.g. sm100/2 or sm90/3"
     config_help = "config fields to change, e.g. tile_n=128 (default: the step's config"
     d = sub.add_parser("doctor", help="machine, versions, and which steps run or only compile here")
     d.set_defaults(fn=cmd_doctor)
@@ -273,14 +283,14 @@ def build_parser():
                    help="random shapes drawn besides the fixed ones, without --shapes (8)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random inputs; shape i uses SEED + i (0)")
     c.add_argument("--config", nargs="*", metavar="FIELD=VALUE",
-                   help=config_help + "; sm90/11 picks its tile per shape)")
+                   help=config_help + "; steps 11 and 12 pick theirs per shape)")
     c.set_defaults(fn=cmd_check)
 
     b = sub.add_parser("bench", help="GPU: time steps against cuBLAS (interleaved) and write records")
     b.add_argument("steps", nargs="+", metavar="step", help="steps to time, " + step_help)
     b.add_argument("--shapes", nargs="+", default=["4096", "8192"], help=shapes_help + " (default: 4096 8192)")
     b.add_argument("--config", nargs="*", metavar="FIELD=VALUE",
-                   help=config_help + "; sm90/11 picks its tile per shape)")
+                   help=config_help + "; steps 11 and 12 pick theirs per shape)")
     b.add_argument("--warmup", type=int, default=10, help="untimed launches of each kernel first (10)")
     b.add_argument("--repeats", type=int, default=100, help="timed launches of each kernel per round (100)")
     b.add_argument("--rounds", type=int, default=5,
