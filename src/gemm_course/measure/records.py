@@ -6,7 +6,9 @@ A record is one JSON object of a results file under ``results/<gpu-slug>/``, wri
 shapes, :func:`broad_sweep_shapes`); :func:`load_records` reads them all and stores each one's
 file in ``'_file'``, which also names its *run*. Kinds: ``bench`` (a step timed against cuBLAS,
 :func:`gemm_course.measure.bench.bench_step`), ``clocks`` (``scripts/gpu_clocks.py``), ``timeline``
-(``scripts/gpu_timeline.py``), ``placement`` (:mod:`gemm_course.rules.placement`) and ``ncu``. The A/B
+(``scripts/gpu_timeline.py``), ``placement`` (:mod:`gemm_course.rules.placement`), ``ncu``
+(``scripts/ncu_records.py``), ``cublas_kernels`` (:mod:`gemm_course.measure.cublas_kernels`) and
+``decode_graph`` and ``decode_graph_ab`` (``scripts/gpu_decode_graph.py``). The A/B
 runs of ``scripts/gpu_tune.py`` (variants interleaved in one process, raw per-launch times) are
 files of their own, ``results/tuning/NAME.json.gz``: :func:`load_tuning` reads one,
 :func:`ab_changes` and :func:`ab_table` compare two of its variants.

@@ -191,7 +191,8 @@ def run_steps(out: str, keys: list, sanitizer: Optional[str] = None, limits: Opt
               command: Callable = child_command, jobs: int = 1) -> list:
     """Every phase of every step in ``keys``, a child each (``jobs`` steps at a time; the GPU is shared,
     the compiles run on the CPU's cores); rows of the table (and OUT/stepwise/summary.json). Ctrl-C or
-    SIGTERM (under ``main``) ends the running children and returns nothing: the summary keeps what ended."""
+    SIGTERM (under ``main``) ends the running children and raises ``KeyboardInterrupt``: the summary
+    keeps what ended."""
     from concurrent.futures import ThreadPoolExecutor
 
     limits = {**LIMITS_S, **(limits or {})}
@@ -250,7 +251,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m gemm_course.measure.stepwise", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="every phase of every step, one child process each; the table last")
-    r.add_argument("out", help="folder for the logs and stepwise.json")
+    r.add_argument("out", help="folder for the logs and stepwise/summary.json")
     r.add_argument("steps", nargs="*", help="step keys, e.g. sm100/2 (default: every step of --arch)")
     r.add_argument("--arch", choices=("sm100", "sm90"), help="every step of this architecture")
     r.add_argument("--sanitizer", help="compute-sanitizer's path: adds a memcheck phase per step")

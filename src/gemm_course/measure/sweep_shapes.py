@@ -2,7 +2,7 @@
 
 :func:`broad_sweep_shapes` (squares, LLM shapes, few-wave long-K), :func:`decode_shapes` (the
 linear layers of real models at few tokens), :func:`decode12_shapes` (the memory-roofline step's
-run: every M of the decode class on five layers) and :func:`shape_class`, a shape's class. Pure
+run: one to 256 tokens on five layers) and :func:`shape_class`, a shape's class. Pure
 Python; re-exported by :mod:`gemm_course.measure.records` and :mod:`gemm_course.measure.bench`.
 """
 
@@ -55,7 +55,8 @@ def shape_class(m: int, n: int, k: int) -> str:
 
 
 # the memory-roofline step's decode run (scripts/gpu_decode12.sh on Hopper, the B200 kit on Blackwell):
-# batch-1 decode to 256 tokens, on Llama-3.1-8B's layers (its gate and up projections one at a time)
+# batch-1 decode to 256 tokens, on Llama-3.1-8B's layers (its gate and up projections one at a time) and
+# Llama-3.2-1B's down projection
 DECODE12_MS = (1, 8, 16, 32, 64, 128, 256)
 DECODE12_LAYERS = ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (2048, 8192))  # (N, K)
 

@@ -4,8 +4,8 @@
 matrix-multiplication tutorial: one program per ``BLOCK_M x BLOCK_N`` tile, programs numbered in a
 grouped order (``GROUP_M`` tile-rows per band, chapter 9's order) for L2 reuse, and
 ``triton.autotune`` choosing among a handful of tile shapes and pipeline depths per problem shape
-(the first call per shape times them; :func:`matmul` excludes that from any measurement by
-warming up). ``gemm_course.measure.bench`` times it beside cuBLAS and the course's step, in one process.
+(the first call per shape times them; ``gemm_course.measure.bench`` makes that call before any
+timing). ``gemm_course.measure.bench`` times it beside cuBLAS and the course's step, in one process.
 
 Triton is imported only when :func:`matmul` is called: the CPU build of torch that CI uses has none.
 """

@@ -4,7 +4,7 @@ A decode GEMM is y = x W^T with x (M, K) a few rows and W (N, K) thousands by th
 FLOPs are 2MNK and it must read at least the 2NK bytes of W, so its arithmetic intensity is
 about M FLOP per byte of W; a B200's ridge point is ~2.25 PFLOP/s / ~8 TB/s (datasheet) = ~280,
 so for M up to a few hundred the run is bound by streaming W once from HBM. At 4096 x 4096 that
-is 32 MiB, 4.2 us at 8 TB/s; spread over the 148 SMs it is 227 KiB per SM, 54 GB/s per SM for
+is 32 MiB, 4.2 us at 8 TB/s; spread over the 148 SMs it is 227 KB per SM, 54 GB/s per SM for
 those 4.2 us. The roofline needs *every* SM streaming its own share, not a few SMs streaming a
 lot, and each SM must keep its share in flight: by Little's law, at ~1 us of DRAM latency under
 load, ~54 KB of W per SM, so as many pipeline stages as shared memory holds.

@@ -3,8 +3,8 @@
 Hopper's L2 *request coalescer* merges loads of the same sector that SMs issue at nearly the
 same time, but (as measured on the H200, NOTES.md) only between SMs of one GPC: the hardware
 deals a grid's clusters out to the GPCs in turn, so clusters c and c + 1, which a tile order
-gives neighbouring tiles, sit in different GPCs and never merge their loads. Two probe
-launches (GPU only, once per process) find out which cluster lands in which GPC:
+gives neighbouring tiles, sit in different GPCs and never merge their loads. Probe launches
+(GPU only, each once per process) find out which cluster lands in which GPC:
 
 * the grid the persistent kernels launch (``clusters`` clusters, one CTA per SM): each
   cluster's SM id;
