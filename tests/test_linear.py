@@ -431,11 +431,15 @@ def b200_results(fake_launch, monkeypatch, tmp_path):
 
 @pytest.mark.fast
 def test_on_a_b200_linear_warns_once_that_its_step_has_no_b200_record(b200_results):
+    import os
     import warnings
 
     with pytest.warns(RuntimeWarning, match=r"runs sm100/11 on this B200, and the course has no B200 record of it yet.*"
-                                            r"torch\.nn\.functional\.linear.*make b200"):
+                                            r"torch\.nn\.functional\.linear.*make b200 OUT=DIR` "
+                                            r"\(book/setup\.md, 'The B200 kit'\)"):
         lin.linear(bf16(4, 64), bf16(128, 64))
+    with open(os.path.join(os.path.dirname(__file__), "..", "book", "setup.md")) as f:  # the section it sends the reader to
+        assert any(line.startswith("#") and "The B200 kit" in line for line in f)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per process: a second call, another shape, says nothing
         lin.linear(bf16(300, 64), bf16(256, 64))

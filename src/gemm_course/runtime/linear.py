@@ -251,7 +251,7 @@ def _warn_without_b200_record(step) -> None:
         warnings.warn(
             f"gemm_course.runtime.linear runs {step.key} on this B200, and the course has no B200 record of it yet: its "
             "kernels are compiled and checked on the CPU but have not been run on a B200 by the course. Check its "
-            "output against torch.nn.functional.linear before relying on it; `make b200 OUT=DIR` (README, "
+            "output against torch.nn.functional.linear before relying on it; `make b200 OUT=DIR` (book/setup.md, "
             "'The B200 kit') checks and times every step and writes the records that would end this warning.",
             RuntimeWarning,
             stacklevel=3,
