@@ -266,7 +266,7 @@ def effect_figure(key: str, results_dir: Optional[str] = None):
     ax.set_yticks(np.arange(len(shapes)), shapes)
     ax.set_ylim(len(shapes) - 0.5, -0.7)
     ax.set_xlim(lo, hi)
-    ax.xaxis.set_major_formatter(lambda x, _: f"{x:+.0%}" if hi - lo >= 0.2 else f"{x:+.1%}")
+    ax.xaxis.set_major_formatter(lambda x, _: "0%" if abs(x) < 5e-4 else (f"{x:+.0%}" if hi - lo >= 0.2 else f"{x:+.1%}"))
     ax.tick_params(labelsize=TEXT_PT)
     ax.set_xlabel("how much faster with it: time without / time with - 1", fontsize=TEXT_PT)
     ax.set_title(wrap_title(f"Measured effect of {idea.title}", 60), loc="left", fontsize=TEXT_PT + 1)

@@ -234,8 +234,8 @@ def pipeline_timeline(models: dict, title: str = "Shared-memory stages and tenso
     handles = [Patch(facecolor="#999999", alpha=0.3, edgecolor="black", label="TMA load in flight into the stage"),
                Patch(facecolor="#999999", alpha=0.85, edgecolor="black", label="stage full until released"),
                Patch(facecolor="#bbbbbb", hatch="//", edgecolor="black", label="epilogue")]
-    axes[0].legend(handles=handles, fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.25), ncol=2,
-                   frameon=False, borderaxespad=0.2)
+    # a figure legend under the time axis: constrained layout keeps it clear of every panel's title and label
+    fig.legend(handles=handles, fontsize=TEXT_PT, loc="outside lower center", ncol=3, frameon=False)
     fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     p = next(iter(models.values()))["params"]
     return set_caption(fig, "A schematic from gemm_course.teaching.sim.pipeline_model, not a measurement: the stage counts, K tiles "
