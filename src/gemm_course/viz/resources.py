@@ -145,9 +145,11 @@ def occupancy_bars(rows: dict, title: str = "CTAs per SM: what the registers and
     ax.set_yticks([])
     ax.invert_yaxis()
     ax.set_xlim(0, min(top, 32) + 8)
-    ax.set_xlabel("CTAs per SM allowed by each resource (outlined: the binding one)")
-    ax.legend(handles=[Patch(color=palette[r], label=r) for r in resources], fontsize=TEXT_PT, loc="lower left",
-              bbox_to_anchor=(0.0, 1.0), ncol=3, frameon=False, borderaxespad=0.2)
+    ax.set_xlabel("CTAs per SM allowed by each resource (outlined: binding; pale: not)")
+    handles = [Patch(color=palette[r], label=r) for r in resources]
+    handles.append(Patch(facecolor="white", edgecolor="black", linewidth=1.5, label="binding"))
+    ax.legend(handles=handles, fontsize=TEXT_PT, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4, frameon=False,
+              borderaxespad=0.2)
     ax.tick_params(labelsize=TEXT_PT)
     fig.suptitle(wrap_title(title, 72), fontsize=TEXT_PT + 2)
     return set_caption(fig, f"Registers and shared memory per CTA from the compiled kernels (cuobjdump); limits per SM: "
