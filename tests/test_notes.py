@@ -67,3 +67,13 @@ def test_the_notes_page_speaks_the_books_words():
     with open(notes.NOTES) as f:
         text = f.read()
     assert not re.findall(r"\bsessions?\b|\blent\b", text, flags=re.I)
+
+
+def test_help_prints_help_and_writes_nothing(monkeypatch, capsys):
+    """`--help` (or a stray argument) must not rewrite NOTES.md."""
+    writes = []
+    monkeypatch.setattr("builtins.open", lambda *a, **k: writes.append(a) or (_ for _ in ()).throw(AssertionError(a)))
+    with pytest.raises(SystemExit) as e:
+        notes.main(["--help"])
+    assert e.value.code == 0 and not writes
+    assert "measured block" in capsys.readouterr().out

@@ -132,7 +132,11 @@ def render(text: str, block: str) -> str:
     return f"{head}{BEGIN}\n{block}\n{END}{tail}"
 
 
-def main():
+def main(argv=None):
+    import argparse
+
+    argparse.ArgumentParser(prog="python -m gemm_course.measure.notes",
+                            description="Rewrite NOTES.md's measured block from the records under results/.").parse_args(argv)
     with open(NOTES) as f:
         text = f.read()
     new = render(text, measured_block())
