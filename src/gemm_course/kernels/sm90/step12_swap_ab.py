@@ -54,8 +54,9 @@ Parent: step 11. Key differences (chapter 12):
   points in graphs but cost 2-4% per launch at 4096 x 4096 and 6144 x 4096. A grid of single tiles
   that leaves half the SMs idle would start the next kernel, and its prefetch, a whole layer early:
   there each CTA lets the next kernel launch only once its loads are issued (``launch_after_loads``),
-  and the prefetch lands as this kernel drains: 88% against 85% at 16 tokens (H100, graphs). Not at
-  one token, where it gained nothing in graphs and the prefetch cost 2% per launch (``LATE_FROM_M``).
+  and the prefetch lands as this kernel drains: 89% against 85% at 16 tokens (H100, graphs). Not at
+  one token (``LATE_FROM_M``): there it gained 85% to 87% in graphs, measured after 16 tokens, but the
+  prefetch cost 2% per launch in one A/B, where the one-token bucket is level with cuBLAS.
 
 With more than ``SWAP_MAX_M`` (256) rows, more than ``SWAP_ALONE_MAX_M`` (128) where the token tiles do
 not pair, or two full 128-token tiles over 128-row W tiles (``rows_in_n_width``'s tile), ``config_for``
@@ -63,10 +64,9 @@ returns step 11's choice with ``swap_ab`` off: the same kernel as step 11.
 
 Expected: W streamed once at close to the card's copy bandwidth, where step 11 ran at about 60%
 of an H100's HBM bandwidth at M = 128 (NOTES.md, "Decode-sized GEMMs on Hopper"). Measured on an
-H100 (with ``rows_in_n_width``, before ``launch_after_loads`` and the pairs at 129-255 tokens, both
-orders): 1.00-1.02 of cuBLAS per M bucket from 1 to 128 and 1.02-1.04 at 256, no shape below 0.947,
-1.08-1.8x step 11; inside CUDA graphs a 32 MB layer streams at 84-88% of the copy bandwidth at 1-64
-tokens (NOTES.md, "The rule with rows_in_n_width, benched").
+H100 with this rule, both orders: 1.000-1.019 of cuBLAS per M bucket from 1 to 128 and 1.03-1.04 at
+256, no shape below 0.95, 1.07-1.84x step 11; inside CUDA graphs a 32 MB layer streams at 84-85% of
+the copy bandwidth at one token, 89% at 16 and 88% at 64 (NOTES.md, "The prepared run, run at last").
 
 Accepts: any M (M = 1 included); N and K multiples of 8.
 """
@@ -102,7 +102,7 @@ ROWS_IN_N_WIDTHS = (128, 112, 96)  # W rows per tile where step 11's kernel take
 ROWS_IN_N_TOKENS = 128  # ... only in full 128-token tiles: at 160 and 200 tokens the pairs won (H100, tune)
 PREFETCH_W = 8  # K tiles of W a CTA puts in L2 before pdl's wait (``config_for``; H100, graphs) ...
 PREFETCH_MAX_M = 64  # ... up to this many tokens: above, it cost 2-4% per launch at 4096-6144 rows (H100)
-LATE_FROM_M = 2  # single tiles launch the next kernel late from this many tokens: at one, no gain in graphs
+LATE_FROM_M = 2  # single tiles launch the next kernel late from this many tokens: at one, +2 points in graphs, -2% per launch
 
 
 @dataclasses.dataclass(frozen=True)
