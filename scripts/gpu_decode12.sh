@@ -45,6 +45,10 @@
 #   graphs_m1_second  inside CUDA graphs, one token measured after 16 (every graph run so far measured M = 1 first,
 #          and it alone gained nothing from the late launch): the rule, late launch with 8 K tiles prefetched, neither
 #          (records of kind decode_graph_ab, tag decode_graph_m1_second)
+#   m1_late  one token, where the late launch would apply (K whole, tiles on at most half the SMs): the rule
+#          against the late launch with 8 K tiles prefetched, per launch (OUT/tune_m1_late/tune.json) and inside
+#          CUDA graphs after 16 tokens (records of kind decode_graph_ab, tag decode_graph_m1_late): whether
+#          LATE_FROM_M may be 1
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
@@ -286,6 +290,15 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 16x4096x4096 1x4096x4096 64x4096x4096 \
   2>&1 | tee "$out/decode_graph_m1_second.log" || status=1
 ;;
+m1_late)
+python3 scripts/gpu_tune.py --rotate --rounds 9 --repeats 30 --out "$out/tune_m1_late" \
+  --what "one token: the rule against the late launch with 8 K tiles of W prefetched (LATE_FROM_M), per launch, where the late launch would apply" \
+  sm90/12 "sm90/12:launch_after_loads=true,prefetch_w=8" --shapes 1x4096x4096 1x4096x14336 \
+  2>&1 | tee "$out/tune_m1_late.log" | tail -20 || status=1
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_m1_late \
+  --steps sm90/12 "sm90/12:launch_after_loads=true,prefetch_w=8" --shapes 16x4096x4096 1x4096x4096 1x4096x14336 \
+  2>&1 | tee "$out/decode_graph_m1_late.log" || status=1
+;;
 tune_partial_m)
 for spec in "160 80 14336 6144" "200 112 6144 14336"; do
 read -r m w n1 n2 <<< "$spec"
@@ -305,8 +318,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_m1_second|graphs_prefetch|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_m1_second, graphs_prefetch, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_m1_second|graphs_prefetch|m1_late|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_m1_second, graphs_prefetch, m1_late, sweep)"; status=2 ;;
 esac
 done
 exit $status
