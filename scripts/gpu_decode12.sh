@@ -49,6 +49,10 @@
 #          against the late launch with 8 K tiles prefetched, per launch (OUT/tune_m1_late/tune.json) and inside
 #          CUDA graphs after 16 tokens (records of kind decode_graph_ab, tag decode_graph_m1_late): whether
 #          LATE_FROM_M may be 1
+#   w_early  W's first K tiles loaded into the stages before pdl's wait (w_before_wait, as many as the stages hold):
+#          checked on unseen shapes and in the chained-layer gpu tests, then against the rule per launch
+#          (OUT/tune_w_early/tune.json) and inside CUDA graphs, with the rule's launch and with the launch at the
+#          start (records of kind decode_graph_ab, tag decode_graph_w_early)
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
@@ -298,6 +302,32 @@ python3 scripts/gpu_tune.py --rotate --rounds 9 --repeats 30 --out "$out/tune_m1
 python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_m1_late \
   --steps sm90/12 "sm90/12:launch_after_loads=true,prefetch_w=8" --shapes 16x4096x4096 1x4096x4096 1x4096x14336 \
   2>&1 | tee "$out/decode_graph_m1_late.log" || status=1
+;;
+w_early)
+python3 - <<'EOF' 2>&1 | tee "$out/check_w_early.log" || status=1
+import dataclasses, sys
+from gemm_course.runtime import ladder, run
+from gemm_course.runtime.problem import GemmProblem
+step = ladder.get("sm90/12")
+bad = 0
+for shape in [(1, 4096, 4096), (7, 1024, 520), (16, 4096, 4096), (16, 2048, 8192), (33, 14336, 4096), (64, 4096, 4096),
+              (100, 2048, 1000), (128, 4096, 4096), (1, 8, 8), (200, 3072, 1032), (3, 1024, 40)]:
+    for changes in ({"w_before_wait": 64}, {"w_before_wait": 64, "launch_after_loads": False, "prefetch_w": 0}):
+        config = dataclasses.replace(step.config_for(GemmProblem(*shape)), **changes)
+        for r in run.check(step, [shape], config=config, seed=31):
+            print(changes, r); bad += not r.ok
+sys.exit(1 if bad else 0)
+EOF
+timeout 200 python3 -m pytest -q -m gpu tests/test_swap_ab.py -k "pdl" 2>&1 | tee "$out/pytest_w_early.log" | tail -8 || status=1
+python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_w_early" \
+  --what "W's first K tiles loaded into the stages before pdl's wait (w_before_wait), per launch: against the rule" \
+  sm90/12 "sm90/12:w_before_wait=64" \
+  --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 1x14336x4096 16x2048x8192 \
+  2>&1 | tee "$out/tune_w_early.log" | tail -16 || status=1
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_w_early \
+  --steps sm90/12 "sm90/12:w_before_wait=64" "sm90/12:w_before_wait=64,launch_after_loads=false,prefetch_w=0" \
+  --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 1x14336x4096 16x2048x8192 \
+  2>&1 | tee "$out/decode_graph_w_early.log" || status=1
 ;;
 tune_partial_m)
 for spec in "160 80 14336 6144" "200 112 6144 14336"; do

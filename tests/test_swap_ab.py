@@ -388,22 +388,42 @@ def test_the_next_kernel_may_launch_after_the_loads_instead_of_at_the_start():
     assert early.index("griddepcontrol.launch_dependents") < early.index("cp.async.bulk.tensor.2d.shared")
 
 
+@pytest.mark.compile
+def test_w_may_be_loaded_into_the_stages_before_the_wait():
+    """w_before_wait: with pdl and swap_ab, the producer loads the first unit's first K tiles of W (a weight no
+    kernel writes) into its stages before it waits for the kernel before, and x (that kernel's output) only
+    after; every stage still expects its two boxes; refused without pdl, without swap_ab, or below 0."""
+    config = STEP.config_for(GemmProblem(1, 4096, 4096))
+    early = dataclasses.replace(config, w_before_wait=64)  # more than the stages: as many as they hold
+    assert STEP.check_config(early) == (True, "")
+    for bad in (dict(pdl=False), dict(w_before_wait=-1), dict(swap_ab=False)):
+        assert not STEP.check_config(dataclasses.replace(early, **bad))[0], bad
+    loads = "cp.async.bulk.tensor.2d.shared"
+    ptx = arch.compile_step(STEP, early, target="sm_90a").ptx
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.index(loads) < wait and loads in ptx[wait:]
+    assert set(inspect.expect_tx_bytes(ptx)) == {(config.tile_m + config.tile_n) * config.tile_k * 2}
+    plain = arch.compile_step(STEP, config, target="sm_90a").ptx
+    assert plain.index("griddepcontrol.wait") < plain.index(loads)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(arch.machine().target != "sm_90a", reason="sm90/12 runs on Hopper")
-@pytest.mark.parametrize("prefetch_w,late", [(0, False), (8, False), (8, True)],
-                         ids=["loads", "w_prefetched", "launched_after_loads"])
+@pytest.mark.parametrize("prefetch_w,late,w_before_wait",
+                         [(0, False, 0), (8, False, 0), (8, True, 0), (0, False, 64), (8, True, 64)],
+                         ids=["loads", "w_prefetched", "launched_after_loads", "w_before_wait", "w_before_wait_late"])
 @pytest.mark.parametrize("d", [4096, 2048], ids=["whole_k", "split_k"])
 @pytest.mark.parametrize("m", [16, 64], ids=["alone", "pairs"])
-def test_layers_launched_with_pdl_read_each_output_after_it_is_written(m, d, prefetch_w, late):
+def test_layers_launched_with_pdl_read_each_output_after_it_is_written(m, d, prefetch_w, late, w_before_wait):
     """pdl on: four layers back to back on one stream and one workspace, each reading the output of
     the one before (all NaN-poisoned first): each against float32 of the input it read; with and
-    without W's first K tiles prefetched into L2 before the wait, the next kernel launched at the start
-    or after the loads."""
+    without W's first K tiles prefetched into L2 or loaded into the stages before the wait, the next
+    kernel launched at the start or after the loads."""
     from gemm_course.runtime.problem import reference, relative_error
 
     torch.manual_seed(d + m)
     config = dataclasses.replace(STEP.config_for(GemmProblem(m, d, d)), pdl=True, prefetch_w=prefetch_w,
-                                 launch_after_loads=late)
+                                 launch_after_loads=late, w_before_wait=w_before_wait)
     assert (config.cluster_n == 2) == (m == 64)
     assert config.stream_k == (d == 2048 and m == 16)
     x = torch.randn(m, d, device="cuda").to(torch.bfloat16)
