@@ -20,7 +20,7 @@ layouts of the runs:
   tile; they never finish a tile, so they never wait. Each of their pieces ends in a partial-sum
   store, which is why short K loops keep the classic layout (more in chapter 11).
 
-The split is skipped when the idle clusters' share of a tile is smaller than the fix-up it costs,
+The split is skipped when the idle clusters' share of a tile is no larger than the fix-up it costs,
 or when they are too few to pay for the operands the runs stream (``IDLE_SHARE``).
 Every function is integer arithmetic only, so the kernel traces the same code: pass
 ``cutlass.select_``/``cutlass.min``/``cutlass.max`` there, Python's (the defaults) here.
