@@ -317,6 +317,25 @@ def test_the_next_kernel_may_launch_after_the_loads():
     assert ptx.index("griddepcontrol.wait") < loads[0] and loads[-1] < ptx.index("griddepcontrol.launch_dependents")
 
 
+@pytest.mark.compile
+@pytest.mark.parametrize("m", [1, 128])
+def test_w_may_be_loaded_into_the_stages_before_the_wait(m):
+    """w_before_wait (as on Hopper): with pdl, the TMA warp loads its first unit's first K tiles of W into
+    the stages before its one wait for the kernel before, and x after it; every stage still expects its two
+    boxes; refused without pdl or below 0."""
+    config = chosen((m, 4096, 4096))
+    early = dataclasses.replace(config, pdl=True, w_before_wait=64)
+    assert STEP.check_config(early) == (True, "")
+    for bad in (dict(pdl=False), dict(w_before_wait=-1)):
+        assert not STEP.check_config(dataclasses.replace(early, **bad))[0], bad
+    ptx = arch.compile_step(STEP, early, target="sm_100a").ptx
+    assert ptx.count("griddepcontrol.wait") == 1
+    loads = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor\.\dd\.shared", ptx)]
+    assert loads[0] < ptx.index("griddepcontrol.wait") < loads[-1]
+    plain = arch.compile_step(STEP, dataclasses.replace(config, pdl=True), target="sm_100a").ptx
+    assert set(inspect.expect_tx_bytes(ptx)) == set(inspect.expect_tx_bytes(plain))
+
+
 def _without_names(ptx: str) -> str:
     for name in set(re.findall(r"\.entry\s+(\w+)", ptx)):
         ptx = ptx.replace(name, "KERNEL")

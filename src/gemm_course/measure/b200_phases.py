@@ -26,7 +26,8 @@ PHASE_WHAT = {
     "decode12": "step 12 beside step 11 and cuBLAS at M = 1-256, weights rotated out of L2",
     "decode12_reversed": "the same, shapes and steps in the opposite order",
     "decode_graph": "the same inside CUDA graphs, at seven shapes",
-    "decode_graph_launch": "step 12 inside CUDA graphs with the next kernel launched early, at the start or after the loads",
+    "decode_graph_launch": "step 12 inside CUDA graphs with the next kernel launched early, at the start or after the loads, "
+                           "or at the start with W loaded before the wait",
     "copy": "the records into results/",
 }
 # the logs under results/logs/ of the same phase run on the H200 with the Hopper steps (the newest of each)

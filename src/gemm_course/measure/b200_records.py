@@ -69,15 +69,16 @@ DECODE_GRAPH_SHAPES = ("1x4096x4096", "16x4096x4096", "64x4096x4096", "128x4096x
                        "128x14336x4096")
 
 # The kit's A/B of the early launch inside CUDA graphs (``pdl``, off on Blackwell until a B200 measures it):
-# the step as it is, with the next kernel launched at the start, and launched once the loads are issued
+# the step as it is, with the next kernel launched at the start, launched once the loads are issued, and
+# launched at the start with W's first K tiles loaded before the wait
 DECODE_LAUNCH_SHAPES = ("1x4096x4096", "16x4096x4096", "64x4096x4096")
 
 
 def decode_launch_variants() -> tuple:
-    """The decode step as it is, with ``pdl`` on, and with ``pdl`` and ``launch_after_loads`` on, as
-    ``gpu_decode_graph.py --steps`` takes them."""
+    """The decode step as it is, with ``pdl`` on, with ``pdl`` and ``launch_after_loads`` on, and with ``pdl``
+    and ``w_before_wait`` (as many K tiles as the stages hold), as ``gpu_decode_graph.py --steps`` takes them."""
     key = decode_step_key()
-    return key, f"{key}:pdl=true", f"{key}:pdl=true,launch_after_loads=true"
+    return key, f"{key}:pdl=true", f"{key}:pdl=true,launch_after_loads=true", f"{key}:pdl=true,w_before_wait=64"
 
 
 def decode_step_key() -> str:

@@ -66,7 +66,7 @@ DECODE_STEPS = {"sm90": DECODE12_STEPS, "sm100": ("sm100/12", "sm100/11")}  # ea
 DECODE_RUN = {"sm90": "`scripts/gpu_decode12.sh OUT check bench` on a Hopper GPU",
               "sm100": "the B200 kit, `make b200 OUT=...`, once `sm100/12` passes its checks"}
 GRAPH_KIND = "decode_graph"  # scripts/gpu_decode_graph.py
-PDL_FIELDS = ("pdl", "prefetch_w", "launch_after_loads")  # the config's fields that exist only with pdl
+PDL_FIELDS = ("pdl", "prefetch_w", "launch_after_loads", "w_before_wait")  # the config's fields that exist only with pdl
 BEHIND = 0.97  # cublas_wins lists the shapes below this ratio: the two orders of one run differ by up to ~3%
 STEP_COLORS = {"sm90/12": MEASURED, "sm90/11": CTA_COLORS[1], "cuBLAS": CUBLAS}
 

@@ -32,6 +32,9 @@ Parent: step 11. Key differences (chapter 12):
   H100 it won 1.00-1.3x back to back and lifted a 32 MB layer in CUDA graphs to 83-85% of copy bandwidth).
   With ``launch_after_loads`` each CTA lets the next kernel launch only once its TMA warp issued its
   last load (on Hopper, for single tiles leaving half the SMs idle: 88% against 85% at 16 tokens).
+  W is a weight no kernel writes, so its loads need not wait: with ``w_before_wait`` the TMA warp
+  loads its own unit's first K tiles of W into the stages, then waits, then adds x (``load_range``).
+  An option on both cards, measured on neither yet.
 
 With more than ``SWAP_MAX_M`` tokens ``config_for`` returns step 11's own choice with ``swap_ab``
 and ``pdl`` off: the same kernel as step 11.
@@ -78,9 +81,12 @@ class Config(parent.Config):
     # Blackwell: no B200 has run it (on by default on Hopper, where an H100 measured it)
     pdl: bool = False
     launch_after_loads: bool = False  # with pdl, the next kernel launches once the loads are issued (as on Hopper)
+    w_before_wait: int = 0  # with pdl, K tiles of W loaded into the stages before the wait (``stages`` at most; as on Hopper)
 
 
 def check_config(config: Config):
+    if config.w_before_wait < 0 or (config.w_before_wait and not (config.pdl and config.swap_ab)):
+        return False, "w_before_wait (K tiles of W loaded before waiting for the kernel before) needs pdl and swap_ab, and >= 0"
     if not config.swap_ab:
         return parent.check_config(config)
     if config.cta_group != 1:
@@ -160,7 +166,43 @@ class Gemm(DependentLaunch, parent.Gemm):
 
     def before_first_load(self):
         """With ``pdl``, the TMA warp waits for the kernel before to finish, and its writes to be visible,
-        before it loads x or W. Every other global access of the kernel (the tail's counters, flags and
-        partial sums, C) comes after an accumulator that those loads filled, so it waits too; the
-        workspace is shared with that kernel."""
-        self.wait_for_kernel_before()
+        before it loads x (with ``w_before_wait``, in ``load_range``, after W's first loads). Every other
+        global access of the kernel (the tail's counters, flags and partial sums, C) comes after an
+        accumulator that those loads filled, so it waits too; the workspace is shared with that kernel."""
+        if cutlass.const_expr(not (self.config.w_before_wait > 0 and self.config.swap_ab)):
+            self.wait_for_kernel_before()
+
+    @cute.jit
+    def load_range(
+        self, mainloop_pipeline, load_state, tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA, sB, pair_tile, cta_in_cluster,
+        k_begin, k_end,
+    ):
+        """Step 11's loads; with ``w_before_wait``, the first unit (the cluster's own, always valid; the producer
+        state's count is 0 only there) loads its first K tiles of W, a weight no kernel writes, into the stages,
+        then waits for the kernel before, then adds x (that kernel's output) to them and goes on."""
+        if cutlass.const_expr(not (self.config.w_before_wait > 0 and self.config.swap_ab)):
+            return parent.Gemm.load_range(self, mainloop_pipeline, load_state, tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA,
+                                          sB, pair_tile, cta_in_cluster, k_begin, k_end)
+        tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(
+            tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA, sB, pair_tile, cta_in_cluster
+        )
+        first = load_state.count == 0
+        early = cutlass.select_(first, cutlass.min(k_end - k_begin, min(self.config.w_before_wait, self.stages)), 0)
+        x_state = load_state.clone()
+        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
+            mainloop_pipeline.producer_acquire(load_state)  # expects the stage's bytes of W and of x
+            barrier = mainloop_pipeline.producer_get_barrier(load_state)
+            cute.copy(tma_atom_a, tAgA[(None, k_tile)], tAsA[(None, load_state.index)], tma_bar_ptr=barrier, mcast_mask=a_mask)
+            load_state.advance()
+        if first:
+            self.wait_for_kernel_before()
+        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
+            barrier = mainloop_pipeline.producer_get_barrier(x_state)
+            cute.copy(tma_atom_b, tBgB[(None, k_tile)], tBsB[(None, x_state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
+            x_state.advance()
+        for k_tile in cutlass.range(k_begin + early, k_end, unroll=1):
+            self.load_k_tile(
+                mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask
+            )
+            load_state.advance()
+        return load_state
