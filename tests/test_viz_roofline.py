@@ -345,6 +345,20 @@ def test_the_graph_ab_draws_the_newest_files_shares_per_variant():
     assert "at M = 1 the rule ran prefetch_w=8, pdl=true" in caption and "at M = 64" not in caption
 
 
+def test_the_graph_ab_draws_one_layer_of_a_file_that_measured_two():
+    """A file with one token at two layers (as the one-token A/B wrote): the bars are the layer measured most
+    (here at M = 1 and 16), not a share of the other layer drawn under this one's label; the caption names it."""
+    rows = [r for r in graph_ab_records() if r["_file"].endswith("040000Z_decode_graph_prefetch.json")]
+    wide = [dict(r, shape={"m": 1, "n": 4096, "k": 14336}, bandwidth={"fraction_of_copy": 0.98, "copy_tb_s": 3.0})
+            for r in rows if r["shape"]["m"] == 1]
+    fig = mr.graph_ab(rows + wide)
+    ax = fig.axes[0]
+    assert 98.0 not in [round(p.get_height(), 6) for p in ax.patches]
+    assert sorted(round(p.get_height(), 6) for p in ax.patches) == sorted(round(100 * x, 6) for x in (0.8, 0.81, 0.85, 0.86))
+    assert ax.get_xlabel() == "tokens, layer 4096 x 4096" and "also holds the layers 4096 x 14336" in fig.caption
+    assert "also holds" not in mr.graph_ab(rows).caption
+
+
 def test_partly_empty_token_tiles_ab_draws_both_runs_per_series():
     """The A/B behind ROWS_IN_N_TOKENS: four series at the four shapes of its two runs (160 and 200 tokens),
     each label naming its M; the 128-row pairs ahead of the rule then at every shape, as the rule now says."""

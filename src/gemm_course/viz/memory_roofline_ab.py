@@ -10,6 +10,7 @@ config it recorded; each figure says so when its file is absent. Re-exported by
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Optional
 
 import numpy as np
@@ -182,8 +183,9 @@ GRAPH_AB_KIND = "decode_graph_ab"  # records of an A/B inside CUDA graphs, apart
 def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in L2 before the wait, "
                                    "and when the next kernel launches", arch: str = "sm90") -> Figure:
     """The newest A/B inside CUDA graphs of ``arch``'s step 12 (records of kind ``decode_graph_ab``, one
-    file): per M, the share of the run's copy bandwidth each variant reached (the rule's config as it was
-    then, or the fields the variant changed), with the 85% of issue 40's bar. A message without records."""
+    file, at the layer it measured most often; the caption names the others): per M, the share of the run's
+    copy bandwidth each variant reached (the rule's config as it was then, or the fields the variant
+    changed), with the 85% of issue 40's bar. A message without records."""
     found = [r for r in records if r.get("kind") == GRAPH_AB_KIND and r.get("bandwidth", {}).get("fraction_of_copy")
              and str(r.get("step", "")).startswith(arch + "/")]
     if not found:
@@ -192,6 +194,10 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
                               "The early launch inside CUDA graphs: not measured yet.")
     newest = max(found, key=lambda r: (r.get("date", ""), r.get("_file", "")))["_file"]
     rows = [r for r in found if r["_file"] == newest]
+    layers = Counter((r["shape"]["n"], r["shape"]["k"]) for r in rows)
+    layer = max(layers, key=lambda nk: (layers[nk], -list(layers).index(nk)))  # the most rows, then the first measured
+    others = [f"{n} x {k}" for n, k in layers if (n, k) != layer]
+    rows = [r for r in rows if (r["shape"]["n"], r["shape"]["k"]) == layer]
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     ms = sorted({r["shape"]["m"] for r in rows})
     share = {(r["variant"], r["shape"]["m"]): 100 * r["bandwidth"]["fraction_of_copy"] for r in rows}
@@ -220,6 +226,7 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
             and ":" not in variants[0]]
     return set_caption(fig, f"An A/B inside CUDA graphs, variants of step 12 in one run, each checked against float32; "
                             f"{'; '.join(same) + ' (the same kernel twice: the bars differ by noise); ' if same else ''}"
+                            f"{'the file also holds the layers ' + ', '.join(others) + ', not drawn; ' if others else ''}"
                             f"copy bandwidth {r['bandwidth']['copy_tb_s']:.2f} TB/s measured in the same run. On "
                             f"{r.get('gpu')}, {r.get('date', '')[:10]}, driver {r.get('driver')}, torch {r.get('torch')}, "
                             f"cutlass-dsl {r.get('cutlass_dsl')} ({newest}).",
