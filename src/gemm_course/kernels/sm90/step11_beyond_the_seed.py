@@ -230,10 +230,9 @@ class Gemm(parent.Gemm):
     def kernel_started(self):
         """Every thread, at the kernel's start: nothing here (step 12 can let the next kernel launch)."""
 
-    def before_first_load(self, mainloop_pipeline, num_units, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin,
-                          k_end):
-        """The producer warp, before its first load (of K tiles k_begin .. k_end - 1 of ``tile_coord``, the first
-        of ``num_units`` units): nothing here (step 12 can wait for the kernel before, and start on W first)."""
+    def before_first_load(self, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
+        """The producer warp, before its first load (of K tiles k_begin .. k_end - 1 of ``tile_coord``):
+        nothing here (step 12 can wait for the kernel before, and warm L2 with its first tiles of W)."""
 
     def after_last_load(self):
         """The producer warp, once its last load is issued: nothing here (step 12 can let the next kernel
@@ -341,8 +340,7 @@ class Gemm(parent.Gemm):
             # producer warpgroup: one warp runs the schedule, publishes each unit's tile, loads its K tiles
             cute.arch.setmaxregister_decrease(self.config.producer_registers)
             if warp_idx == 0:
-                self.before_first_load(mainloop_pipeline, num_units, tma_atom_a, mA, tma_atom_b, mB, sA, sB,
-                                       (next_m, next_n, None), next_begin, next_end)
+                self.before_first_load(tma_atom_a, mA, tma_atom_b, mB, sA, sB, (next_m, next_n, None), next_begin, next_end)
                 load_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 for u in cutlass.range(num_units, unroll=1):
                     k_begin, k_end = next_begin, next_end  # worked out one unit ahead, each unit once

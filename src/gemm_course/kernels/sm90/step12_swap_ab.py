@@ -57,9 +57,9 @@ Parent: step 11. Key differences (chapter 12):
   and the prefetch lands as this kernel drains: 89% against 85% at 16 tokens (H100, graphs). Not at
   one token (``LATE_FROM_M``): there, measured after 16 tokens, it gave 87% in one graph run and 83%
   in another, against the rule's 84-85%, and per launch 1.017 of cuBLAS against 1.030 (H100).
-  W is a weight no kernel writes, so its loads need not wait at all: ``w_before_wait`` loads the
-  first unit's first K tiles of W into the stages themselves before the wait, and x after it. An
-  option, off in the rule: not yet measured.
+  W is a weight no kernel writes, so its loads need not wait at all: with ``w_before_wait`` the
+  producer's first unit loads its first K tiles of W into the stages themselves, then waits, then
+  adds x (``produce_tile``). An option, off in the rule: not yet measured.
 
 With more than ``SWAP_MAX_M`` (256) rows, more than ``SWAP_ALONE_MAX_M`` (128) where the token tiles do
 not pair, or two full 128-token tiles over 128-row W tiles (``rows_in_n_width``'s tile), ``config_for``
@@ -79,7 +79,6 @@ from fractions import Fraction
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 
 from ... import hardware
 from ...rules import schedule
@@ -297,50 +296,55 @@ class Gemm(DependentLaunch, parent.Gemm):
     # ---- the kernels before and after: programmatic dependent launch (``pdl``, ``DependentLaunch``)
 
     @cute.jit
-    def before_first_load(self, mainloop_pipeline, num_units, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin,
-                          k_end):
+    def before_first_load(self, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
         """With ``pdl``, the producer waits for the kernel before to finish, and its writes to be visible,
-        before it loads x. Every other global access of the kernel (partial sums, flags, C) comes after a
-        stage that load filled, so it waits too; the kept scratch is shared with that kernel. W is a
-        weight no kernel writes, so its loads need not wait: with ``w_before_wait``, the first unit's first
-        K tiles of W go into the stages before the wait (``produce_tile`` adds x to them after it), and
-        with ``prefetch_w`` the K tiles after those are requested into L2, while the kernel before drains."""
-        if cutlass.const_expr((self.config.prefetch_w > 0 or self.config.w_before_wait > 0) and self.config.swap_ab):
-            tAsA, tAgA, _, _, a_mask, _ = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
-            early = cutlass.select_(num_units > 0, self.early_k_tiles(k_begin, k_end), 0)
-            if cutlass.const_expr(self.config.w_before_wait > 0):
-                state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-                for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
-                    mainloop_pipeline.producer_acquire(state)  # expects the stage's bytes of W and of x
-                    barrier = mainloop_pipeline.producer_get_barrier(state)
-                    cute.copy(tma_atom_a, tAgA[(None, k_tile)], tAsA[(None, state.index)], tma_bar_ptr=barrier, mcast_mask=a_mask)
-                    state.advance()
-            if cutlass.const_expr(self.config.prefetch_w > 0):  # (check_config: only with pdl)
-                first = k_begin + early
-                for k_tile in cutlass.range(first, cutlass.min(k_end, first + self.config.prefetch_w), unroll=1):
-                    cute.prefetch(tma_atom_a, tAgA[(None, k_tile)])
-        self.wait_for_kernel_before()
+        before it loads x or W. Every other global access of the kernel (partial sums, flags, C) comes
+        after a stage that load filled, so it waits too; the kept scratch is shared with that kernel.
+        W is a weight no kernel writes: with ``prefetch_w``, its first K tiles of this CTA's first unit
+        (A, once swapped) are requested into L2 before the wait, while the kernel before drains. With
+        ``w_before_wait``, ``produce_tile`` does all this at the first unit, after W's first loads."""
+        if cutlass.const_expr(not self.loads_w_before_wait()):
+            if cutlass.const_expr(self.config.prefetch_w > 0 and self.config.swap_ab):  # (check_config: only with pdl)
+                _, tAgA, _, _, _, _ = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
+                self.prefetch_w_tiles(tma_atom_a, tAgA, k_begin, k_end)
+            self.wait_for_kernel_before()
 
-    def early_k_tiles(self, k_begin, k_end):
-        """K tiles of the first unit whose W is loaded before the wait: ``w_before_wait``, fewer where the
-        stages or the unit's K tiles are fewer."""
-        most = min(self.config.w_before_wait, self.stages)
-        return cutlass.min(k_end - k_begin, most) if most else 0
+    def loads_w_before_wait(self) -> bool:
+        return self.config.w_before_wait > 0 and self.config.swap_ab
+
+    @cute.jit
+    def prefetch_w_tiles(self, tma_atom_a, tAgA, k_begin, k_end):
+        """W's K tiles k_begin .. (at most ``prefetch_w`` of them) requested into L2."""
+        for k_tile in cutlass.range(k_begin, cutlass.min(k_end, k_begin + self.config.prefetch_w), unroll=1):
+            cute.prefetch(tma_atom_a, tAgA[(None, k_tile)])
 
     @cute.jit
     def produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
-        """Step 11's loads; with ``w_before_wait``, the first unit's first stages already hold W and wait for
-        x alone (the producer state's count is 0 only at the first unit)."""
-        if cutlass.const_expr(self.config.w_before_wait == 0 or not self.config.swap_ab):
+        """Step 11's loads; with ``w_before_wait``, the first unit (the producer state's count is 0 only there)
+        loads its first K tiles of W into the stages (as many as they hold), requests the next ``prefetch_w``
+        into L2, waits for the kernel before, then adds x (that kernel's output) to those stages and goes on.
+        A CTA with no unit never waits: it reads and writes nothing."""
+        if cutlass.const_expr(not self.loads_w_before_wait()):
             return parent.Gemm.produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB,
                                             tile_coord, k_begin, k_end)
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
-        early = cutlass.select_(load_state.count == 0, self.early_k_tiles(k_begin, k_end), 0)
+        first = load_state.count == 0
+        early = cutlass.select_(first, cutlass.min(k_end - k_begin, min(self.config.w_before_wait, self.stages)), 0)
+        x_state = load_state.clone()
         for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
+            mainloop_pipeline.producer_acquire(load_state)  # expects the stage's bytes of W and of x
             barrier = mainloop_pipeline.producer_get_barrier(load_state)
-            cute.copy(tma_atom_b, tBgB[(None, k_tile)], tBsB[(None, load_state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
-            mainloop_pipeline.producer_commit(load_state)
+            cute.copy(tma_atom_a, tAgA[(None, k_tile)], tAsA[(None, load_state.index)], tma_bar_ptr=barrier, mcast_mask=a_mask)
             load_state.advance()
+        if first:
+            if cutlass.const_expr(self.config.prefetch_w > 0):
+                self.prefetch_w_tiles(tma_atom_a, tAgA, k_begin + early, k_end)
+            self.wait_for_kernel_before()
+        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
+            barrier = mainloop_pipeline.producer_get_barrier(x_state)
+            cute.copy(tma_atom_b, tBgB[(None, k_tile)], tBsB[(None, x_state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
+            mainloop_pipeline.producer_commit(x_state)
+            x_state.advance()
         for k_tile in cutlass.range(k_begin + early, k_end, unroll=1):
             self.load_k_tile(mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB,
                              b_mask)
