@@ -389,11 +389,14 @@ def test_the_next_kernel_may_launch_after_the_loads_instead_of_at_the_start():
 
 
 @pytest.mark.compile
-def test_w_may_be_loaded_into_the_stages_before_the_wait():
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (64, 4096, 4096), (16, 2048, 8192), (1, 1024, 4096)],
+                         ids=["one_token", "pairs", "split_k", "first_unit_shorter_than_the_stages"])
+def test_w_may_be_loaded_into_the_stages_before_the_wait(shape):
     """w_before_wait: with pdl and swap_ab, the producer loads the first unit's first K tiles of W (a weight no
     kernel writes) into its stages before it waits for the kernel before, and x (that kernel's output) only
-    after; every stage still expects its two boxes; refused without pdl, without swap_ab, or below 0."""
-    config = STEP.config_for(GemmProblem(1, 4096, 4096))
+    after; every stage still expects its two boxes; refused without pdl, without swap_ab, or below 0. Alone,
+    in pairs that multicast W, with K split, and where the first unit has fewer K tiles than the stages."""
+    config = STEP.config_for(GemmProblem(*shape))
     early = dataclasses.replace(config, w_before_wait=64)  # more than the stages: as many as they hold
     assert STEP.check_config(early) == (True, "")
     for bad in (dict(pdl=False), dict(w_before_wait=-1), dict(swap_ab=False)):
@@ -403,6 +406,7 @@ def test_w_may_be_loaded_into_the_stages_before_the_wait():
     wait = ptx.index("griddepcontrol.wait")
     assert ptx.index(loads) < wait and loads in ptx[wait:]
     assert set(inspect.expect_tx_bytes(ptx)) == {(config.tile_m + config.tile_n) * config.tile_k * 2}
+    assert ptx.count("griddepcontrol.wait") == 1
     plain = arch.compile_step(STEP, config, target="sm_90a").ptx
     assert plain.index("griddepcontrol.wait") < plain.index(loads)
 

@@ -24,7 +24,8 @@ class DependentLaunch:
     architectures' step 12; the parent step calls ``kernel_started`` and ``before_first_load``). A
     decode GEMM lasts microseconds, so the next kernel's launch and set-up are a real share of a
     layer: with ``pdl`` the launch lets this kernel start while the one before it runs, every CTA lets
-    the next kernel launch at once, and the loads wait (``wait_for_kernel_before``)."""
+    the next kernel launch at once, and the loads of anything the kernel before may have written wait
+    (``wait_for_kernel_before``)."""
 
     def launch_options(self) -> dict:
         """With ``pdl``, launched so that it may start while the kernel before it on the stream runs."""

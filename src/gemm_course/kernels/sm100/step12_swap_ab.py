@@ -28,7 +28,8 @@ Parent: step 11. Key differences (chapter 12):
   flight per SM, far above Little's law's ~54 KB (8 TB/s / 148 SMs x ~1 us of DRAM latency).
 * *The next layer may launch early* (``pdl``, programmatic dependent launch, as on Hopper): every
   CTA lets the next kernel launch at once, and the TMA warp waits for the kernel before to finish
-  only where it first loads. Off by default: compiled and checked here, never run on a B200 (on an
+  only where it first loads (with ``w_before_wait``, only where it first loads x). Off by default:
+  compiled and checked here, never run on a B200 (on an
   H100 it won 1.00-1.3x back to back and lifted a 32 MB layer in CUDA graphs to 83-85% of copy bandwidth).
   With ``launch_after_loads`` each CTA lets the next kernel launch only once its TMA warp issued its
   last load (on Hopper, for single tiles leaving half the SMs idle: 88% against 85% at 16 tokens).
@@ -81,7 +82,9 @@ class Config(parent.Config):
     # Blackwell: no B200 has run it (on by default on Hopper, where an H100 measured it)
     pdl: bool = False
     launch_after_loads: bool = False  # with pdl, the next kernel launches once the loads are issued (as on Hopper)
-    w_before_wait: int = 0  # with pdl, K tiles of W loaded into the stages before the wait (``stages`` at most; as on Hopper)
+    # with pdl, K tiles of W loaded into the stages before the wait (``stages`` at most; as on Hopper): only where
+    # the kernel before cannot have written W (a layer's weight, not another kernel's output such as a KV cache)
+    w_before_wait: int = 0
 
 
 def check_config(config: Config):

@@ -45,7 +45,8 @@ Parent: step 11. Key differences (chapter 12):
 * *The next layer launches early* (``pdl``, programmatic dependent launch). A decode GEMM lasts
   5-60 us, so the launch and set-up of the kernel after it are a real share of a layer: every
   CTA lets the next kernel launch at once, and the producer waits for the kernel before to
-  finish only where it first loads. Per launch nothing changes; back to back, on an H100, 1.00-1.3x
+  finish only where it first loads (with ``w_before_wait``, only where it first loads x). Per
+  launch nothing changes; back to back, on an H100, 1.00-1.3x
   at 16 tokens (tune). Where the pairs busy nearly every SM, a CTA starts only as one of the kernel
   before leaves: there it first requests its first K tiles of W into L2 (``prefetch_w``), while
   the last CTAs before it drain. Inside CUDA graphs on an H100 at 4096 x 4096, 88% of the copy
@@ -125,7 +126,9 @@ class Config(parent.Config):
     pdl: bool = True  # programmatic dependent launch (``Gemm.before_first_load``): the next layer starts early
     prefetch_w: int = 0  # with pdl, K tiles of W put in L2 before the wait (``config_for``: pairs, late single tiles)
     launch_after_loads: bool = False  # with pdl, the next kernel launches once the loads are issued, not at the start
-    w_before_wait: int = 0  # with pdl, K tiles of W loaded into the stages before the wait (``stages`` at most)
+    # with pdl, K tiles of W loaded into the stages before the wait (``stages`` at most): only where the kernel
+    # before cannot have written W (a layer's weight, not another kernel's output such as a KV cache)
+    w_before_wait: int = 0
 
 
 def check_config(config: Config):
@@ -298,11 +301,11 @@ class Gemm(DependentLaunch, parent.Gemm):
     @cute.jit
     def before_first_load(self, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
         """With ``pdl``, the producer waits for the kernel before to finish, and its writes to be visible,
-        before it loads x or W. Every other global access of the kernel (partial sums, flags, C) comes
-        after a stage that load filled, so it waits too; the kept scratch is shared with that kernel.
-        W is a weight no kernel writes: with ``prefetch_w``, its first K tiles of this CTA's first unit
-        (A, once swapped) are requested into L2 before the wait, while the kernel before drains. With
-        ``w_before_wait``, ``produce_tile`` does all this at the first unit, after W's first loads."""
+        before it loads x or W (with ``w_before_wait``, it waits in ``produce_tile`` instead, before x).
+        Every other global access of the kernel (partial sums, flags, C) comes after a stage that load
+        filled, so it waits too; the kept scratch is shared with that kernel. W is a weight no kernel
+        writes: with ``prefetch_w``, its first K tiles of this CTA's first unit (A, once swapped) are
+        requested into L2 before the wait, while the kernel before drains."""
         if cutlass.const_expr(not self.loads_w_before_wait()):
             if cutlass.const_expr(self.config.prefetch_w > 0 and self.config.swap_ab):  # (check_config: only with pdl)
                 _, tAgA, _, _, _, _ = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
@@ -321,7 +324,8 @@ class Gemm(DependentLaunch, parent.Gemm):
     @cute.jit
     def produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
         """Step 11's loads; with ``w_before_wait``, the first unit (the producer state's count is 0 only there)
-        loads its first K tiles of W into the stages (as many as they hold), requests the next ``prefetch_w``
+        loads its first K tiles of W into the stages (``w_before_wait`` of them, fewer where the stages or the
+        unit's K tiles are fewer), requests the next ``prefetch_w``
         into L2, waits for the kernel before, then adds x (that kernel's output) to those stages and goes on.
         A CTA with no unit never waits: it reads and writes nothing."""
         if cutlass.const_expr(not self.loads_w_before_wait()):
