@@ -180,8 +180,8 @@ def pdl_ab(results_dir: Optional[str] = None, run: str = PDL_AB_RUN,
 GRAPH_AB_KIND = "decode_graph_ab"  # records of an A/B inside CUDA graphs, apart from the chapter's graph runs
 
 
-def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in L2 before the wait, "
-                                   "and when the next kernel launches", arch: str = "sm90") -> Figure:
+def graph_ab(records, title: str = "Inside CUDA graphs: what the next kernel does with W before its wait, "
+                                   "and when it launches", arch: str = "sm90") -> Figure:
     """The newest A/B inside CUDA graphs of ``arch``'s step 12 (records of kind ``decode_graph_ab``, one
     file, at the layer it measured most often; the caption names the others): per M, the share of the run's
     copy bandwidth each variant reached (the rule's config as it was then, or the fields the variant
@@ -201,14 +201,16 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     ms = sorted({r["shape"]["m"] for r in rows})
     share = {(r["variant"], r["shape"]["m"]): 100 * r["bandwidth"]["fraction_of_copy"] for r in rows}
-    legend_rows = -(-(len(variants) + 1) // 2)  # two columns below the axes, the 85% line among them
+    labels = {v: "the rule then" if ":" not in v else v.split(":", 1)[1].replace(",", ", ") for v in variants}
+    columns = 2 if max(len(label) for label in labels.values()) <= 42 else 1  # long labels would run off the page
+    legend_rows = -(-(len(variants) + 1) // columns)  # below the axes, the 85% line among them
     fig = new_figure(PAGE_WIDTH, 3.2 + 0.3 * legend_rows)
     ax = fig.add_subplot()
     width = 0.8 / len(variants)
     for j, v in enumerate(variants):
         xs = [i + (j - (len(variants) - 1) / 2) * width for i, m in enumerate(ms) if (v, m) in share]
-        label = "the rule then" if ":" not in v else v.split(":", 1)[1].replace(",", ", ")
-        ax.bar(xs, [share[v, m] for m in ms if (v, m) in share], width, color=CTA_COLORS[j % len(CTA_COLORS)], label=label)
+        ax.bar(xs, [share[v, m] for m in ms if (v, m) in share], width, color=CTA_COLORS[j % len(CTA_COLORS)],
+               label=labels[v])
     # black: red is cuBLAS in the course's figures, and a bar's colour here (the fourth variant)
     ax.axhline(85, color="black", linewidth=1.3, linestyle="--", label="85% of the copy bandwidth")
     shape = rows[0]["shape"]
@@ -218,7 +220,7 @@ def graph_ab(records, title: str = "Inside CUDA graphs: W's first K tiles put in
     ax.set_ylim(50, 100)
     ax.grid(True, axis="y", alpha=0.25)
     ax.set_title(wrap_title(title, 72), fontsize=TEXT_PT + 2)
-    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=2, frameon=False)
+    ax.legend(fontsize=TEXT_PT, loc="upper left", bbox_to_anchor=(0.0, -0.2), ncol=columns, frameon=False)
     r = rows[0]
     configs = {(r["variant"], r["shape"]["m"]): r.get("config") for r in rows}
     same = [f"at M = {m} the rule ran {v.split(':', 1)[1].replace(',', ', ')}" for m in ms for v in variants
