@@ -53,7 +53,8 @@
 #          checked on unseen shapes and in the chained-layer gpu tests, then against the rule per launch
 #          (OUT/tune_w_early/tune.json) and inside CUDA graphs, with the rule's launch, with the launch at the
 #          start and with the launch after the loads, 8 K tiles more prefetched (16 tokens first; records of kind
-#          decode_graph_ab, tag decode_graph_w_early)
+#          decode_graph_ab, tag decode_graph_w_early); before it, at 64 x 16 tiles, with the 22 stages that fit
+#          against the rule's 16, so that more of W goes before the wait (tag decode_graph_w_early_stages)
 #   sweep  bench, then graphs
 # Times on an H100 (2026-12-07): check 80-100 s, a tune phase 20-55 s, bench 90 s, reversed 65 s, graphs
 # 35 s, chapter 40 s; a device call runs at most 10 minutes, and a cold start takes about 2 of them:
@@ -325,6 +326,10 @@ python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_w_
   sm90/12 "sm90/12:w_before_wait=64" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 1x14336x4096 16x2048x8192 \
   2>&1 | tee "$out/tune_w_early.log" | tail -16 || status=1
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_w_early_stages \
+  --steps sm90/12 "sm90/12:w_before_wait=64" "sm90/12:w_before_wait=64,tile_m=64,stages=22" \
+  --shapes 16x4096x4096 1x4096x4096 16x2048x8192 \
+  2>&1 | tee "$out/decode_graph_w_early_stages.log" || status=1
 python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_w_early \
   --steps sm90/12 "sm90/12:w_before_wait=64" "sm90/12:w_before_wait=64,launch_after_loads=false,prefetch_w=0" \
   "sm90/12:w_before_wait=64,launch_after_loads=true,prefetch_w=8" \

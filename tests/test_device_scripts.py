@@ -143,9 +143,11 @@ def test_each_prepared_ab_names_variants_the_steps_take(tmp_path, phase):
 @pytest.mark.parametrize("phase", ["graphs_prefetch", "graphs_launch", "graphs_m1_second", "m1_late", "w_early"])
 def test_the_graph_ab_keeps_its_records_apart_from_the_chapters(tmp_path, phase):
     graph_script = import_script("gpu_decode_graph")
-    (argv,) = [argv for argv, _ in logged_commands(tmp_path, phase) if argv[0] == "scripts/gpu_decode_graph.py"]
-    assert option(argv, "--kind") == ["decode_graph_ab"]  # viz.memory_roofline reads kind decode_graph
-    for spec in option(argv, "--steps"):
-        for shape in cli._shapes(option(argv, "--shapes")):
-            step, config = graph_script.step_config(spec, GemmProblem(*shape))
-            takes(step, shape, config)
+    runs = [argv for argv, _ in logged_commands(tmp_path, phase) if argv[0] == "scripts/gpu_decode_graph.py"]
+    assert runs and len({tuple(option(argv, "--tag")) for argv in runs}) == len(runs)  # each A/B its own records
+    for argv in runs:
+        assert option(argv, "--kind") == ["decode_graph_ab"]  # viz.memory_roofline reads kind decode_graph
+        for spec in option(argv, "--steps"):
+            for shape in cli._shapes(option(argv, "--shapes")):
+                step, config = graph_script.step_config(spec, GemmProblem(*shape))
+                takes(step, shape, config)
