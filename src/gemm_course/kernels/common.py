@@ -49,3 +49,34 @@ class DependentLaunch:
         """With ``pdl``, wait until the kernel before has finished and its writes are visible."""
         if cutlass.const_expr(self.config.pdl):
             cute.arch.griddepcontrol_wait()
+
+    def loads_w_before_wait(self) -> bool:
+        """With ``w_before_wait`` (and the swap, which makes W operand A): W's first loads go before the wait."""
+        return self.config.w_before_wait > 0 and self.config.swap_ab
+
+    @cute.jit
+    def load_w_then_x(self, mainloop_pipeline, load_state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask,
+                      k_begin, k_end, prefetch_w: cutlass.Constexpr[int] = 0):
+        """The producer's loads of a unit up to the wait (``w_before_wait``): at the first unit (the producer
+        state's count is 0 only there), W's first K tiles into the stages (``w_before_wait`` of them, fewer
+        where the stages or the unit's K tiles are fewer; each acquire expects both boxes), the next
+        ``prefetch_w`` K tiles of W into L2, the wait for the kernel before, then x (its output) into the same
+        stages. Returns the producer state after W's stages and the first K tile still to load."""
+        first = load_state.count == 0
+        early = cutlass.select_(first, cutlass.min(k_end - k_begin, min(self.config.w_before_wait, self.stages)), 0)
+        x_state = load_state.clone()
+        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
+            mainloop_pipeline.producer_acquire(load_state)  # expects the stage's bytes of W and of x
+            barrier = mainloop_pipeline.producer_get_barrier(load_state)
+            cute.copy(tma_atom_a, tAgA[(None, k_tile)], tAsA[(None, load_state.index)], tma_bar_ptr=barrier, mcast_mask=a_mask)
+            load_state.advance()
+        if first:
+            for k_tile in cutlass.range(k_begin + early, cutlass.min(k_end, k_begin + early + prefetch_w), unroll=1):
+                cute.prefetch(tma_atom_a, tAgA[(None, k_tile)])
+            self.wait_for_kernel_before()
+        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
+            barrier = mainloop_pipeline.producer_get_barrier(x_state)
+            cute.copy(tma_atom_b, tBgB[(None, k_tile)], tBsB[(None, x_state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
+            mainloop_pipeline.producer_commit(x_state)
+            x_state.advance()
+        return load_state, k_begin + early

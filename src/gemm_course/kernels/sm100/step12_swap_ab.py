@@ -172,7 +172,7 @@ class Gemm(DependentLaunch, parent.Gemm):
         before it loads x (with ``w_before_wait``, in ``load_range``, after W's first loads). Every other
         global access of the kernel (the tail's counters, flags and partial sums, C) comes after an
         accumulator that those loads filled, so it waits too; the workspace is shared with that kernel."""
-        if cutlass.const_expr(not (self.config.w_before_wait > 0 and self.config.swap_ab)):
+        if cutlass.const_expr(not self.loads_w_before_wait()):
             self.wait_for_kernel_before()
 
     @cute.jit
@@ -180,30 +180,18 @@ class Gemm(DependentLaunch, parent.Gemm):
         self, mainloop_pipeline, load_state, tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA, sB, pair_tile, cta_in_cluster,
         k_begin, k_end,
     ):
-        """Step 11's loads; with ``w_before_wait``, the first unit (the cluster's own, always valid; the producer
-        state's count is 0 only there) loads its first K tiles of W, a weight no kernel writes, into the stages,
-        then waits for the kernel before, then adds x (that kernel's output) to them and goes on."""
-        if cutlass.const_expr(not (self.config.w_before_wait > 0 and self.config.swap_ab)):
+        """Step 11's loads; with ``w_before_wait``, each unit starts with ``load_w_then_x`` (at the first unit,
+        the cluster's own, always valid under cluster launch control: W's first K tiles into the stages, the
+        wait, x into those stages)."""
+        if cutlass.const_expr(not self.loads_w_before_wait()):
             return parent.Gemm.load_range(self, mainloop_pipeline, load_state, tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA,
                                           sB, pair_tile, cta_in_cluster, k_begin, k_end)
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(
             tiled_mma, tma_atom_a, mA, tma_atom_b, mB, sA, sB, pair_tile, cta_in_cluster
         )
-        first = load_state.count == 0
-        early = cutlass.select_(first, cutlass.min(k_end - k_begin, min(self.config.w_before_wait, self.stages)), 0)
-        x_state = load_state.clone()
-        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
-            mainloop_pipeline.producer_acquire(load_state)  # expects the stage's bytes of W and of x
-            barrier = mainloop_pipeline.producer_get_barrier(load_state)
-            cute.copy(tma_atom_a, tAgA[(None, k_tile)], tAsA[(None, load_state.index)], tma_bar_ptr=barrier, mcast_mask=a_mask)
-            load_state.advance()
-        if first:
-            self.wait_for_kernel_before()
-        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
-            barrier = mainloop_pipeline.producer_get_barrier(x_state)
-            cute.copy(tma_atom_b, tBgB[(None, k_tile)], tBsB[(None, x_state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
-            x_state.advance()
-        for k_tile in cutlass.range(k_begin + early, k_end, unroll=1):
+        load_state, k_next = self.load_w_then_x(mainloop_pipeline, load_state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB,
+                                                tBsB, b_mask, k_begin, k_end)
+        for k_tile in cutlass.range(k_next, k_end, unroll=1):
             self.load_k_tile(
                 mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB, b_mask
             )

@@ -309,47 +309,22 @@ class Gemm(DependentLaunch, parent.Gemm):
         if cutlass.const_expr(not self.loads_w_before_wait()):
             if cutlass.const_expr(self.config.prefetch_w > 0 and self.config.swap_ab):  # (check_config: only with pdl)
                 _, tAgA, _, _, _, _ = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
-                self.prefetch_w_tiles(tma_atom_a, tAgA, k_begin, k_end)
+                for k_tile in cutlass.range(k_begin, cutlass.min(k_end, k_begin + self.config.prefetch_w), unroll=1):
+                    cute.prefetch(tma_atom_a, tAgA[(None, k_tile)])
             self.wait_for_kernel_before()
-
-    def loads_w_before_wait(self) -> bool:
-        return self.config.w_before_wait > 0 and self.config.swap_ab
-
-    @cute.jit
-    def prefetch_w_tiles(self, tma_atom_a, tAgA, k_begin, k_end):
-        """W's K tiles k_begin .. (at most ``prefetch_w`` of them) requested into L2."""
-        for k_tile in cutlass.range(k_begin, cutlass.min(k_end, k_begin + self.config.prefetch_w), unroll=1):
-            cute.prefetch(tma_atom_a, tAgA[(None, k_tile)])
 
     @cute.jit
     def produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord, k_begin, k_end):
-        """Step 11's loads; with ``w_before_wait``, the first unit (the producer state's count is 0 only there)
-        loads its first K tiles of W into the stages (``w_before_wait`` of them, fewer where the stages or the
-        unit's K tiles are fewer), requests the next ``prefetch_w``
-        into L2, waits for the kernel before, then adds x (that kernel's output) to those stages and goes on.
-        A CTA with no unit never waits: it reads and writes nothing."""
+        """Step 11's loads; with ``w_before_wait``, each unit starts with ``load_w_then_x`` (at the first unit:
+        W's first K tiles into the stages, the next ``prefetch_w`` into L2, the wait, x into those stages). A
+        CTA with no unit never waits: it reads and writes nothing."""
         if cutlass.const_expr(not self.loads_w_before_wait()):
             return parent.Gemm.produce_tile(self, mainloop_pipeline, load_state, tma_atom_a, mA, tma_atom_b, mB, sA, sB,
                                             tile_coord, k_begin, k_end)
         tAsA, tAgA, tBsB, tBgB, a_mask, b_mask = self.load_partitions(tma_atom_a, mA, tma_atom_b, mB, sA, sB, tile_coord)
-        first = load_state.count == 0
-        early = cutlass.select_(first, cutlass.min(k_end - k_begin, min(self.config.w_before_wait, self.stages)), 0)
-        x_state = load_state.clone()
-        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
-            mainloop_pipeline.producer_acquire(load_state)  # expects the stage's bytes of W and of x
-            barrier = mainloop_pipeline.producer_get_barrier(load_state)
-            cute.copy(tma_atom_a, tAgA[(None, k_tile)], tAsA[(None, load_state.index)], tma_bar_ptr=barrier, mcast_mask=a_mask)
-            load_state.advance()
-        if first:
-            if cutlass.const_expr(self.config.prefetch_w > 0):
-                self.prefetch_w_tiles(tma_atom_a, tAgA, k_begin + early, k_end)
-            self.wait_for_kernel_before()
-        for k_tile in cutlass.range(k_begin, k_begin + early, unroll=1):
-            barrier = mainloop_pipeline.producer_get_barrier(x_state)
-            cute.copy(tma_atom_b, tBgB[(None, k_tile)], tBsB[(None, x_state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
-            mainloop_pipeline.producer_commit(x_state)
-            x_state.advance()
-        for k_tile in cutlass.range(k_begin + early, k_end, unroll=1):
+        load_state, k_next = self.load_w_then_x(mainloop_pipeline, load_state, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB,
+                                                tBsB, b_mask, k_begin, k_end, self.config.prefetch_w)
+        for k_tile in cutlass.range(k_next, k_end, unroll=1):
             self.load_k_tile(mainloop_pipeline, load_state, k_tile, tma_atom_a, tAgA, tAsA, a_mask, tma_atom_b, tBgB, tBsB,
                              b_mask)
             load_state.advance()
