@@ -49,8 +49,9 @@
 #          against the late launch with 8 K tiles prefetched, per launch (OUT/tune_m1_late/tune.json) and inside
 #          CUDA graphs after 16 tokens (records of kind decode_graph_ab, tag decode_graph_m1_late): whether
 #          LATE_FROM_M may be 1
-#   w_early  W's first K tiles loaded into the stages before pdl's wait (w_before_wait, as many as the stages hold):
-#          checked on unseen shapes and in the chained-layer gpu tests, then against the rule per launch
+#   w_early_check  W's first K tiles loaded into the stages before pdl's wait (w_before_wait, as many as the
+#          stages hold), checked on unseen shapes and in the chained-layer gpu tests
+#   w_early  the same against the rule (each variant checked against float32 first) per launch
 #          (OUT/tune_w_early/tune.json) and inside CUDA graphs, with the rule's launch, with the launch at the
 #          start and with the launch after the loads, 8 K tiles more prefetched (16 tokens first; records of kind
 #          decode_graph_ab, tag decode_graph_w_early); before it, at 64 x 16 tiles, with the 22 stages that fit
@@ -305,7 +306,7 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --steps sm90/12 "sm90/12:launch_after_loads=true,prefetch_w=8" --shapes 16x4096x4096 1x4096x4096 1x4096x14336 \
   2>&1 | tee "$out/decode_graph_m1_late.log" || status=1
 ;;
-w_early)
+w_early_check)
 python3 - <<'EOF' 2>&1 | tee "$out/check_w_early.log" || status=1
 import dataclasses, sys
 from gemm_course.runtime import ladder, run
@@ -321,6 +322,8 @@ for shape in [(1, 4096, 4096), (7, 1024, 520), (16, 4096, 4096), (16, 2048, 8192
 sys.exit(1 if bad else 0)
 EOF
 timeout 200 python3 -m pytest -q -m gpu tests/test_swap_ab.py -k "pdl" 2>&1 | tee "$out/pytest_w_early.log" | tail -8 || status=1
+;;
+w_early)
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_w_early" \
   --what "W's first K tiles loaded into the stages before pdl's wait (w_before_wait), per launch: against the rule" \
   sm90/12 "sm90/12:w_before_wait=64" \
