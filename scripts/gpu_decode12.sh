@@ -49,6 +49,10 @@
 #          against the late launch with 8 K tiles prefetched, per launch (OUT/tune_m1_late/tune.json) and inside
 #          CUDA graphs after 16 tokens (records of kind decode_graph_ab, tag decode_graph_m1_late): whether
 #          LATE_FROM_M may be 1
+#   m1_w   W before the wait with few K tiles (4) against many (64), each with the launch at the start and no
+#          prefetch, and the 22 stages that fit at 64 x 16 with and without it, against the rule: per launch at
+#          one token's five layers and 16 tokens' two (OUT/tune_m1_w/tune.json), then inside CUDA graphs after
+#          16 tokens (tag decode_graph_m1_w): whether the x behind W's queued loads costs per launch
 #   w_early_check  W's first K tiles loaded into the stages before pdl's wait (w_before_wait, as many as the
 #          stages hold), checked on unseen shapes and in the chained-layer gpu tests
 #   w_early  the same against the rule (each variant checked against float32 first) per launch
@@ -339,6 +343,20 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 16x4096x4096 1x4096x4096 64x4096x4096 128x4096x4096 1x14336x4096 16x2048x8192 \
   2>&1 | tee "$out/decode_graph_w_early.log" || status=1
 ;;
+m1_w)
+V="launch_after_loads=false,prefetch_w=0"
+python3 scripts/gpu_tune.py --rotate --rounds 7 --repeats 30 --out "$out/tune_m1_w" \
+  --what "W before the wait, 4 or 64 K tiles, and 22 stages at 64 x 16, per launch: against the rule" \
+  sm90/12 "sm90/12:w_before_wait=4,$V" "sm90/12:w_before_wait=64,$V" "sm90/12:tile_m=64,stages=22" \
+  "sm90/12:w_before_wait=64,$V,tile_m=64,stages=22" \
+  --shapes 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 16x4096x4096 16x2048x8192 \
+  2>&1 | tee "$out/tune_m1_w.log" | tail -40 || status=1
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_m1_w \
+  --steps sm90/12 "sm90/12:w_before_wait=4,$V" "sm90/12:w_before_wait=64,$V" "sm90/12:tile_m=64,stages=22" \
+  "sm90/12:w_before_wait=64,$V,tile_m=64,stages=22" \
+  --shapes 16x4096x4096 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 16x2048x8192 \
+  2>&1 | tee "$out/decode_graph_m1_w.log" || status=1
+;;
 tune_partial_m)
 for spec in "160 80 14336 6144" "200 112 6144 14336"; do
 read -r m w n1 n2 <<< "$spec"
@@ -358,8 +376,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_m1_second|graphs_prefetch|m1_late|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_m1_second, graphs_prefetch, m1_late, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_m1_second|graphs_prefetch|m1_late|m1_w|w_early_check|w_early|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_m1_second, graphs_prefetch, m1_late, m1_w, w_early_check, w_early, sweep)"; status=2 ;;
 esac
 done
 exit $status
