@@ -171,7 +171,7 @@ tune_prefetch)
 python3 scripts/gpu_tune.py --rotate --rounds 5 --repeats 30 --out "$out/tune_prefetch" \
   --what "step 12 with W's first 4-64 K tiles put in L2 before pdl's wait, against none and against no pdl" \
   sm90/12 "sm90/12:prefetch_w=0" "sm90/12:prefetch_w=4" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=16" "sm90/12:prefetch_w=64" \
-  "sm90/12:pdl=false,prefetch_w=0,launch_after_loads=false" \
+  "sm90/12:pdl=false,prefetch_w=0,launch_after_loads=false,w_before_wait=0" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x2048x8192 16x14336x4096 256x2048x8192 \
   2>&1 | tee "$out/tune_prefetch.log" | tail -50 || status=1
 ;;
@@ -371,7 +371,7 @@ done
 ;;
 graphs_prefetch)
 python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_prefetch \
-  --steps sm90/12 "sm90/12:prefetch_w=0" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false,prefetch_w=0,launch_after_loads=false" \
+  --steps sm90/12 "sm90/12:prefetch_w=0" "sm90/12:prefetch_w=8" "sm90/12:prefetch_w=32" "sm90/12:pdl=false,prefetch_w=0,launch_after_loads=false,w_before_wait=0" \
   "sm90/12:stream_k=true" "sm90/12:stream_k=true,gather_parts=false" \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1

@@ -3,6 +3,8 @@ devices, stream) ran before skips the checks that depend only on the signature, 
 every data pointer, on every call. On the CPU with the launch faked (test_linear's fixture) and the
 kept path allowed on CPU tensors."""
 
+import functools
+
 import pytest
 import test_linear
 import torch
@@ -372,3 +374,31 @@ def test_the_kept_signatures_are_bounded_oldest_first(kept, monkeypatch):
     for m in range(1, 6):
         lin.linear(bf16(m, 64), w)
     assert [sig[0] for sig in linear_kept._calls] == [torch.Size([3, 64]), torch.Size([4, 64]), torch.Size([5, 64])]
+
+
+@pytest.mark.fast
+def test_a_weight_the_last_launch_wrote_is_loaded_only_after_the_wait(kept, monkeypatch):
+    """Step 12's rule loads W before pdl's wait at one token (``w_before_wait``), which would read a weight
+    the kernel just before may still be writing (attention's K from a projection): a call whose weight
+    shares bytes with the last launch's output runs without it, on the whole path and on a kept one, and
+    keeps nothing; any other weight keeps it."""
+    from gemm_course.runtime import ladder
+
+    monkeypatch.setattr(ladder, "decode", lambda arch="sm90": ladder.get("sm90/12"))  # route: step 12 to 256 tokens
+    monkeypatch.setattr(lin, "_decode_verified", functools.lru_cache(lambda arch: True))
+    lin.route_plan.cache_clear()
+    assert lin.route_plan("sm90", 1, 64, 128).config.w_before_wait > 0
+    keys = bf16(64, 128)
+    lin.linear(bf16(1, 128), keys)  # a weight no launch wrote: W before the wait, kept
+    assert kept.prepared[-1].config.w_before_wait > 0 and len(linear_kept._calls) == 1
+    lin.linear(bf16(1, 128), keys)  # kept, the same
+    assert kept.prepared[-1].config.w_before_wait > 0
+    for path in ("whole", "kept"):
+        written = lin.linear(bf16(64, 64), bf16(128, 64))  # (64, 128): the next call's weight
+        calls, prepared = len(linear_kept._calls), len(kept.prepared)
+        y = lin.linear(bf16(1, 128), written)
+        assert len(kept.prepared) == prepared + 1 and kept.prepared[-1].config.w_before_wait == 0, path
+        assert len(linear_kept._calls) == calls, path  # not kept: the signature's kept call keeps W before the wait
+        assert torch.allclose(y.float(), F.linear(kept.prepared[-1].a, written).float(), rtol=2e-2, atol=2e-2)
+    lin.linear(bf16(1, 128), keys)  # the last output is y now: keys go before the wait again
+    assert kept.prepared[-1].config.w_before_wait > 0

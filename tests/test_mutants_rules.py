@@ -123,6 +123,19 @@ def test_late_launch_from_two_tokens_not_at_one(step12):
 
 
 @pytest.mark.fast
+def test_w_before_the_wait_where_the_next_kernel_launches_at_the_start(step12):
+    """W_BEFORE_WAIT (4) K tiles of W load before pdl's wait where single tiles launch the next kernel at
+    the start (one token; the K split; tiles on more than half the SMs); not with the late launch, the
+    pairs or without pdl (H100: per launch level, in graphs +2 to +4 points at one token)."""
+    assert step12.W_BEFORE_WAIT == 4
+    for m, n, k in ((1, 8192, 4096), (1, 4096, 4096), (16, 2048, 8192), (16, 6144, 4096)):
+        assert step12.config_for(GemmProblem(m, n, k)).w_before_wait == 4, (m, n, k)
+    for m, n, k in ((2, 8192, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (300, 4096, 4096)):
+        assert step12.config_for(GemmProblem(m, n, k)).w_before_wait == 0, (m, n, k)
+    assert step12.config_for(GemmProblem(1, 4096, 4096), step12.Config(pdl=False)).w_before_wait == 0
+
+
+@pytest.mark.fast
 def test_pairs_split_k_only_with_more_than_half_the_pairs_idle(step12):
     """Pairs keep K whole unless the tiles leave more than half the pairs idle (and tile_n x K >
     WHOLE_WORK): 33 W tiles of 64 rows on 66 pairs leave exactly half idle: whole; 32 split."""

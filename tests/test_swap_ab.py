@@ -286,8 +286,8 @@ def test_token_tiles_in_a_pair_multicast_w():
 def test_programmatic_dependent_launch_is_an_option_and_waits_before_the_first_load():
     """pdl: launched with programmatic stream serialization; every CTA lets the next kernel launch,
     and the producer's wait for the kernel before precedes every TMA load. On by default. Off: none
-    of it in the PTX or the launch."""
-    on = STEP.config_for(GemmProblem(16, 2048, 8192))
+    of it in the PTX or the launch. (Without ``w_before_wait``, which loads some of W first: its test below.)"""
+    on = dataclasses.replace(STEP.config_for(GemmProblem(16, 2048, 8192)), w_before_wait=0)
     assert on.pdl  # the default
     config = dataclasses.replace(on, pdl=False)
     assert "use_pdl" not in step12.Gemm(config).launch_options()
@@ -363,6 +363,7 @@ def test_w_prefetched_into_l2_before_the_wait_is_an_option():
     assert STEP.config_for(GemmProblem(step12.PREFETCH_MAX_M + 1, 4096, 4096)).prefetch_w == 0  # ... load only
     assert STEP.config_for(GemmProblem(300, 4096, 4096)).prefetch_w == 0  # step 11's kernel
     assert not STEP.check_config(dataclasses.replace(config, pdl=False, prefetch_w=8))[0]
+    config = dataclasses.replace(config, w_before_wait=0)  # (the rule's here: W's loads before the wait as well)
     on = dataclasses.replace(config, prefetch_w=8)
     assert STEP.check_config(on) == (True, "")
     ptx = arch.compile_step(STEP, on, target="sm_90a").ptx
@@ -396,7 +397,7 @@ def test_w_may_be_loaded_into_the_stages_before_the_wait(shape):
     kernel writes) into its stages before it waits for the kernel before, and x (that kernel's output) only
     after; every stage still expects its two boxes; refused without pdl, without swap_ab, or below 0. Alone,
     in pairs that multicast W, with K split, and where the first unit has fewer K tiles than the stages."""
-    config = STEP.config_for(GemmProblem(*shape))
+    config = dataclasses.replace(STEP.config_for(GemmProblem(*shape)), w_before_wait=0)
     early = dataclasses.replace(config, w_before_wait=64)  # more than the stages: as many as they hold
     assert STEP.check_config(early) == (True, "")
     for bad in (dict(pdl=False), dict(w_before_wait=-1), dict(swap_ab=False)):

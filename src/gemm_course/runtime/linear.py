@@ -36,6 +36,11 @@ the torch dispatcher where no mode, trace or compile could see the op. Together 
 kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB for a 128 x 256
 tile on 132 SMs); :func:`clear_cache` frees it.
 
+**A weight the kernel before wrote.** Where step 12's rule loads W's first K tiles before waiting
+for the kernel before (``w_before_wait``: one token, the next kernel launched at the start), a weight
+that shares bytes with the output of the last launch through ``linear`` (attention's K, computed by
+the projection just before) runs without it, and that call is not kept.
+
 **CUDA graphs.** A call under ``torch.cuda.graph`` capture synchronises nothing and allocates only
 its output (and a copy of an input the kernel cannot read) through torch's caching allocator,
 which puts them in the graph's pool. It compiles nothing and allocates no scratch: a config is
@@ -52,6 +57,7 @@ a graph was captured with stays allocated for the process, :func:`clear_cache` i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import warnings
 
@@ -221,6 +227,10 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     m, k = x.shape
     n = weight.shape[0]
     p = route_plan(arch_name, m, n, k)
+    if getattr(p.config, "w_before_wait", 0) and linear_kept.weight_may_be_unwritten(weight.data_ptr(),
+                                                                                      linear_kept._span(weight)):
+        # the kernel before may still be writing this weight: W's loads wait for it, and this call is not kept
+        p, signature = plan.for_problem(p.step, p.problem, dataclasses.replace(p.config, w_before_wait=0)), None
     step, config = p.step, p.config
     if step.arch == "sm100":
         _warn_without_b200_record(step)
@@ -232,6 +242,7 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     except GemmInputError as e:  # the GEMM's rules (strides, alignment, aliasing), in linear's words
         raise GemmInputError(f"linear: {e} {_ROLES}") from None
     launch()
+    linear_kept.wrote(out2d)
     if key is not None:
         linear_kept._workspaces[key] = workspace  # kept once its kernel is compiled and has run: ready for a capture
     if signature is not None:

@@ -12,6 +12,9 @@ on the host (a decode GEMM runs for 10-30 us on the GPU).
   CUDA-graph pool: :func:`_allocate_outside_graph_pools`), and the scratch
   that captured CUDA graphs launch with (``_in_graphs``, kept for the process).
 * Whether an eager call may skip the torch dispatcher (:func:`use_direct_calls`, :func:`_unobserved`).
+* The bytes of the output the last launch wrote (``_last_output``): a kernel that loads W before pdl's
+  wait (``w_before_wait``) must not read a weight the kernel just before it may still be writing
+  (:func:`weight_may_be_unwritten`); such a call takes the whole path, which runs it without.
 
 The state is read at each call from this module (``linear`` reads it as ``linear_kept._calls``, ...),
 so a test patches it here (``_KEPT_DEVICE_TYPE``, ``_MAX_CALLS``, ``_direct_calls``, ``_in_graphs``).
@@ -35,6 +38,22 @@ _KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the k
 _kept_arguments = True  # use_kept_arguments
 _direct_calls = True  # use_direct_calls
 _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
+_last_output = (0, 0)  # [start, end) of the bytes the last launch through linear wrote, on any stream
+
+
+def weight_may_be_unwritten(start: int, nbytes: int) -> bool:
+    """Whether a weight spanning ``nbytes`` from ``start`` shares bytes with the last launch's output:
+    that kernel (with pdl, still running when the next starts) may not have written them yet. Kernels
+    other than linear's are not seen; one launched between makes the answer only more careful."""
+    out_start, out_end = _last_output
+    return start < out_end and out_start < start + nbytes
+
+
+def wrote(c2d) -> None:
+    """Note the (M, N) output a launch through linear just wrote (``_last_output``)."""
+    global _last_output
+    start = c2d.data_ptr()
+    _last_output = (start, start + _span(c2d))
 
 
 def _signature(input, weight, bias, out) -> tuple:
@@ -64,6 +83,7 @@ class _Call:
     b_bytes: int
     c_bytes: int
     launch: object  # run.KeptArguments or run.Relauncher (_relauncher): (a, b, c) -> None
+    w_before_wait: bool  # the kernel loads W before pdl's wait: not after a launch that wrote the weight
 
     def run(self, input, weight, bias, out):
         if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
@@ -76,7 +96,7 @@ class _Call:
             x = x.clone(memory_format=torch.contiguous_format)  # as linear_checks._operands: a fresh copy is aligned
             a = None  # and overlaps nothing
         b = weight.data_ptr()
-        if b % TMA_ALIGN_BYTES:
+        if b % TMA_ALIGN_BYTES or (self.w_before_wait and weight_may_be_unwritten(b, self.b_bytes)):
             return None
         if out is None:
             c2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
@@ -93,6 +113,7 @@ class _Call:
         if x.requires_grad:  # possible with autograd off; DLPack refuses such tensors
             x = x.detach()
         self.launch(x, weight.detach() if weight.requires_grad else weight, c2d)
+        wrote(c2d)
         if bias is not None:
             c2d.add_(bias)
         return result
@@ -100,13 +121,15 @@ class _Call:
 
 def _keep(signature, shape, input, weight, out2d, launch) -> None:
     """Keep what the first call of ``signature`` found: its (M, N, K) ``shape``, its operands' layout
-    (``out2d``: the (M, N) output it wrote) and its ``launch`` (a :class:`run.Launcher` that has run)."""
+    (``out2d``: the (M, N) output it wrote) and its ``launch`` (a :class:`run.Launcher` that has run,
+    of the route's plan)."""
     if len(_calls) >= _MAX_CALLS:  # many shapes (prefill lengths): the oldest signature goes
         _calls.pop(next(iter(_calls)), None)
     m, n, k = shape
     flat = input.reshape(m, k)
     _calls[signature] = _Call(m, n, k, tuple(input.shape[:-1]), bool(layout_rule("A", flat)), _span(flat),
-                              _span(weight), _span(out2d), _relauncher(launch))
+                              _span(weight), _span(out2d), _relauncher(launch),
+                              getattr(launch.config, "w_before_wait", 0) > 0)
 
 
 def use_kept_arguments(on: bool = True) -> None:

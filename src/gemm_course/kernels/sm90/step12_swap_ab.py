@@ -60,7 +60,12 @@ Parent: step 11. Key differences (chapter 12):
   in another, against the rule's 84-85%, and per launch 1.017 of cuBLAS against 1.030 (H100).
   W is a weight no kernel writes, so its loads need not wait at all: with ``w_before_wait`` the
   producer's first unit loads its first K tiles of W into the stages themselves, then waits, then
-  adds x (``produce_tile``). An option, off in the rule: not yet measured.
+  adds x (``produce_tile``). In the rule where the next kernel launches at the start
+  (``W_BEFORE_WAIT`` K tiles): inside CUDA graphs on an H100 at one token, 88% of the copy bandwidth
+  against 84% at 4096 x 4096 and 95-100% against 93-98% at the 117 MB layers; per launch level. With
+  as many K tiles as the stages hold it gained more in graphs but lost 1-3% per launch, where the wait
+  has passed before the first load and x queues behind all of W's loads. Its contract: the kernel
+  before must not write W (``linear`` takes it off where the weight overlaps its last output).
 
 With more than ``SWAP_MAX_M`` (256) rows, more than ``SWAP_ALONE_MAX_M`` (128) where the token tiles do
 not pair, or two full 128-token tiles over 128-row W tiles (``rows_in_n_width``'s tile), ``config_for``
@@ -107,6 +112,8 @@ ROWS_IN_N_TOKENS = 128  # ... only in full 128-token tiles: at 160 and 200 token
 PREFETCH_W = 8  # K tiles of W a CTA puts in L2 before pdl's wait (``config_for``; H100, graphs) ...
 PREFETCH_MAX_M = 64  # ... up to this many tokens: above, it cost 2-4% per launch at 4096-6144 rows (H100)
 LATE_FROM_M = 2  # single tiles launch the next kernel late from this many tokens (at one: -1 to +2 points in graphs)
+W_BEFORE_WAIT = 4  # K tiles of W single tiles launching the next kernel at the start load before pdl's wait: +2 to
+# +4 points in graphs at one token and level per launch; 64 gained more in graphs but lost 1-3% per launch (H100)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,7 +241,8 @@ def config_for(problem, config: Config = Config()) -> Config:
     up to ``SWAP_ALONE_MAX_M`` tokens, tile_n M rounded up to 16, tile_m and parts per tile from
     ``split_for``, K split or whole from ``splits_k``; the stages that fit; the classic layout at every K;
     where the tiles, K whole, busy at most half the clusters, from ``LATE_FROM_M`` tokens, the next kernel
-    launched once the loads are issued and ``PREFETCH_W`` K tiles of W put in L2 before the wait. Else
+    launched once the loads are issued and ``PREFETCH_W`` K tiles of W put in L2 before the wait, elsewhere
+    ``W_BEFORE_WAIT`` K tiles of W loaded into the stages before it. Else
     step 11's choice with ``swap_ab``, ``gather_parts`` and ``pdl`` off and lockstep from step 11's K
     (step 11's kernel); where the pairs would take 128-row W tiles with every token tile full
     (``ROWS_IN_N_TOKENS``), its tile is two 128-token rows in a 2 x 1 cluster by ``rows_in_n_width`` W rows."""
@@ -267,7 +275,8 @@ def config_for(problem, config: Config = Config()) -> Config:
             and LATE_FROM_M <= problem.m <= PREFETCH_MAX_M)
     return dataclasses.replace(config, tile_m=tile_m, tile_n=tile_n, epi_n=epi_n, epi_stages=1, stages=stages,
                                max_parts=max_parts, stream_k=stream_k, launch_after_loads=late,
-                               prefetch_w=PREFETCH_W if late else 0)
+                               prefetch_w=PREFETCH_W if late else 0,
+                               w_before_wait=W_BEFORE_WAIT if config.pdl and not late else 0)
 
 
 # step 11's defaults for the fields this step's Config changes (its choice for large M starts there)
