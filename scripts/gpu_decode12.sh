@@ -286,6 +286,7 @@ python3 scripts/cublas_kernels.py --out "$out" 1x4096x4096 16x4096x4096 64x4096x
   32x4096x4096 64x6144x4096 128x2048x8192 128x6144x4096 2>&1 | tee "$out/cublas_kernels_decode12.txt" | tail -10  # which kernels cuBLAS ran
 python3 scripts/gpu_decode_graph.py --out "$out" --steps sm90/12 sm90/11 \
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 16x14336x4096 16x4096x14336 128x14336x4096 \
+  1x6144x4096 1x2048x8192 16x2048x8192 64x2048x8192 \
   2>&1 | tee "$out/decode_graph.log" || status=1
 ;;
 graphs_launch)

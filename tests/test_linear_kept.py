@@ -274,6 +274,31 @@ def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments, direct_calls)
         lin.clear_cache()
 
 
+@pytest.mark.gpu
+def test_a_weight_the_kernel_before_writes_is_read_once_written():
+    """Attention's pattern: K from a projection, then one token's scores against K (K as the weight, at one
+    token: step 12 with W before pdl's wait in its rule). K's memory is poisoned before each projection,
+    so a score read from K before the projection wrote it is NaN; against float32, kept and whole paths."""
+    from gemm_course.runtime import run
+    from gemm_course.runtime.problem import relative_error
+
+    lin.clear_cache()
+    torch.manual_seed(5)
+    x = torch.randn(64, 4096, device="cuda").to(torch.bfloat16)
+    wk = torch.randn(4096, 4096, device="cuda").to(torch.bfloat16)
+    keys = torch.empty(64, 4096, dtype=torch.bfloat16, device="cuda")
+    with torch.inference_mode():
+        assert lin.route_plan(lin.machine_arch(), 1, 64, 4096).config.w_before_wait > 0  # the rule's, before the guard
+        for _ in range(6):
+            q = torch.randn(1, 4096, device="cuda").to(torch.bfloat16)
+            keys.fill_(float("nan"))
+            lin.linear(x, wk, out=keys)
+            scores = lin.linear(q, keys)
+            torch.cuda.synchronize()
+            assert relative_error(scores, F.linear(q.float(), keys.float())) < run.TOLERANCE
+    lin.clear_cache()
+
+
 # ---- direct calls (linear.use_direct_calls, on by default): eager calls without the dispatcher ----
 
 

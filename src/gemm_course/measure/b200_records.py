@@ -66,7 +66,7 @@ SWEEP_TAGS = ("sweep", "broad_sweep", "broad_sweep_reversed")  # the kit's sweep
 # shapes are the Hopper run's (scripts/gpu_decode12.sh), so the two cards' tables compare.
 DECODE_TAGS = ("decode12", "decode12_reversed")
 DECODE_GRAPH_SHAPES = ("1x4096x4096", "16x4096x4096", "64x4096x4096", "128x4096x4096", "16x14336x4096", "16x4096x14336",
-                       "128x14336x4096")
+                       "128x14336x4096", "1x6144x4096", "1x2048x8192", "16x2048x8192", "64x2048x8192")
 
 # The kit's A/B of the early launch inside CUDA graphs (``pdl``, off on Blackwell until a B200 measures it):
 # the step as it is, with the next kernel launched at the start, launched once the loads are issued, and
