@@ -402,11 +402,11 @@ def test_the_kept_signatures_are_bounded_oldest_first(kept, monkeypatch):
 
 
 @pytest.mark.fast
-def test_a_weight_the_last_launch_wrote_is_loaded_only_after_the_wait(kept, monkeypatch):
+def test_a_weight_a_launch_still_running_may_write_is_loaded_only_after_the_wait(kept, monkeypatch):
     """Step 12's rule loads W before pdl's wait at one token (``w_before_wait``), which would read a weight
-    the kernel just before may still be writing (attention's K from a projection): a call whose weight
-    shares bytes with the last launch's output runs without it, on the whole path and on a kept one, and
-    keeps nothing; any other weight keeps it."""
+    a kernel still running may be writing (attention's K from a projection): a call whose weight lies in
+    an allocation one of the last launches wrote runs without it, on the whole path and on a kept one,
+    and keeps nothing; any other weight keeps it."""
     from gemm_course.runtime import ladder
 
     monkeypatch.setattr(ladder, "decode", lambda arch="sm90": ladder.get("sm90/12"))  # route: step 12 to 256 tokens
@@ -425,5 +425,14 @@ def test_a_weight_the_last_launch_wrote_is_loaded_only_after_the_wait(kept, monk
         assert len(kept.prepared) == prepared + 1 and kept.prepared[-1].config.w_before_wait == 0, path
         assert len(linear_kept._calls) == calls, path  # not kept: the signature's kept call keeps W before the wait
         assert torch.allclose(y.float(), F.linear(kept.prepared[-1].a, written).float(), rtol=2e-2, atol=2e-2)
-    lin.linear(bf16(1, 128), keys)  # the last output is y now: keys go before the wait again
+    lin.linear(bf16(1, 128), keys)  # keys were never an output: before the wait again
+    assert kept.prepared[-1].config.w_before_wait > 0
+    written = lin.linear(bf16(64, 64), bf16(128, 64))
+    lin.linear(bf16(1, 128), keys)  # a launch between: with pdl the kernel that wrote it may still run
+    lin.linear(bf16(1, 128), written[:32])  # a view into that output: the same allocation
+    assert kept.prepared[-1].config.w_before_wait == 0
+    monkeypatch.setattr(linear_kept, "_WINDOW", 2)
+    for _ in range(2):
+        lin.linear(bf16(1, 128), keys)  # two more launches: the output's kernel is out of the window, done
+    lin.linear(bf16(1, 128), written)
     assert kept.prepared[-1].config.w_before_wait > 0

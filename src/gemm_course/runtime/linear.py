@@ -36,10 +36,11 @@ the torch dispatcher where no mode, trace or compile could see the op. Together 
 kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB for a 128 x 256
 tile on 132 SMs); :func:`clear_cache` frees it.
 
-**A weight the kernel before wrote.** Where step 12's rule loads W's first K tiles before waiting
+**A weight a kernel before wrote.** Where step 12's rule loads W's first K tiles before waiting
 for the kernel before (``w_before_wait``: one token, the next kernel launched at the start), a weight
-that shares bytes with the output of the last launch through ``linear`` (attention's K, computed by
-the projection just before) runs without it, and that call is not kept.
+in an allocation that one of the last launches through ``linear`` wrote (attention's K, computed by
+a projection just before) runs without it, and that call is not kept
+(:func:`gemm_course.runtime.linear_kept.weight_may_be_unwritten`).
 
 **CUDA graphs.** A call under ``torch.cuda.graph`` capture synchronises nothing and allocates only
 its output (and a copy of an input the kernel cannot read) through torch's caching allocator,
@@ -227,9 +228,8 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     m, k = x.shape
     n = weight.shape[0]
     p = route_plan(arch_name, m, n, k)
-    if getattr(p.config, "w_before_wait", 0) and linear_kept.weight_may_be_unwritten(weight.data_ptr(),
-                                                                                      linear_kept._span(weight)):
-        # the kernel before may still be writing this weight: W's loads wait for it, and this call is not kept
+    if getattr(p.config, "w_before_wait", 0) and linear_kept.weight_may_be_unwritten(weight):
+        # a kernel still running may be writing this weight: W's loads wait for it, and this call is not kept
         p, signature = plan.for_problem(p.step, p.problem, dataclasses.replace(p.config, w_before_wait=0)), None
     step, config = p.step, p.config
     if step.arch == "sm100":

@@ -12,8 +12,8 @@ on the host (a decode GEMM runs for 10-30 us on the GPU).
   CUDA-graph pool: :func:`_allocate_outside_graph_pools`), and the scratch
   that captured CUDA graphs launch with (``_in_graphs``, kept for the process).
 * Whether an eager call may skip the torch dispatcher (:func:`use_direct_calls`, :func:`_unobserved`).
-* The bytes of the output the last launch wrote (``_last_output``): a kernel that loads W before pdl's
-  wait (``w_before_wait``) must not read a weight the kernel just before it may still be writing
+* The allocations the last :data:`_WINDOW` launches wrote into (``_written``): a kernel that loads W
+  before pdl's wait (``w_before_wait``) must not read a weight a kernel still running may be writing
   (:func:`weight_may_be_unwritten`); such a call takes the whole path, which runs it without.
 
 The state is read at each call from this module (``linear`` reads it as ``linear_kept._calls``, ...),
@@ -38,22 +38,28 @@ _KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the k
 _kept_arguments = True  # use_kept_arguments
 _direct_calls = True  # use_direct_calls
 _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
-_last_output = (0, 0)  # [start, end) of the bytes the last launch through linear wrote, on any stream
+# Launches whose outputs are remembered. With pdl a chain of kernels, each launched at its predecessor's
+# start, may run at once, so a weight loaded before the wait must not be any of their outputs; each kernel
+# of the chain still running holds an SM (one step-11 or step-12 CTA fills one), so they are fewer than the
+# SMs, and any other kernel (not seen here) ends the chain before it: it starts once all before it end.
+_WINDOW = 512
+_written: dict = {}  # base pointer of the allocation each of the last _WINDOW launches wrote -> None, oldest first
 
 
-def weight_may_be_unwritten(start: int, nbytes: int) -> bool:
-    """Whether a weight spanning ``nbytes`` from ``start`` shares bytes with the last launch's output:
-    that kernel (with pdl, still running when the next starts) may not have written them yet. Kernels
-    other than linear's are not seen; one launched between makes the answer only more careful."""
-    out_start, out_end = _last_output
-    return start < out_end and out_start < start + nbytes
+def weight_may_be_unwritten(weight) -> bool:
+    """Whether ``weight`` lies in an allocation one of the last :data:`_WINDOW` launches through linear
+    wrote: that kernel may still be running (pdl) when the next one loads W. Bytes two tensors share lie
+    in one allocation, so the check is by its base pointer."""
+    return weight.untyped_storage().data_ptr() in _written
 
 
 def wrote(c2d) -> None:
-    """Note the (M, N) output a launch through linear just wrote (``_last_output``)."""
-    global _last_output
-    start = c2d.data_ptr()
-    _last_output = (start, start + _span(c2d))
+    """Note the allocation of the (M, N) output a launch through linear just wrote (``_written``)."""
+    base = c2d.untyped_storage().data_ptr()
+    _written.pop(base, None)
+    _written[base] = None
+    while len(_written) > _WINDOW:
+        del _written[next(iter(_written))]
 
 
 def _signature(input, weight, bias, out) -> tuple:
@@ -96,7 +102,7 @@ class _Call:
             x = x.clone(memory_format=torch.contiguous_format)  # as linear_checks._operands: a fresh copy is aligned
             a = None  # and overlaps nothing
         b = weight.data_ptr()
-        if b % TMA_ALIGN_BYTES or (self.w_before_wait and weight_may_be_unwritten(b, self.b_bytes)):
+        if b % TMA_ALIGN_BYTES or (self.w_before_wait and weight_may_be_unwritten(weight)):
             return None
         if out is None:
             c2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)

@@ -65,7 +65,7 @@ Parent: step 11. Key differences (chapter 12):
   against 84% at 4096 x 4096 and 95-100% against 93-98% at the 117 MB layers; per launch level. With
   as many K tiles as the stages hold it gained more in graphs but lost 1-3% per launch, where the wait
   has passed before the first load and x queues behind all of W's loads. Its contract: the kernel
-  before must not write W (``linear`` takes it off where the weight overlaps its last output).
+  before must not write W (``linear`` takes it off for a weight that a launch still running may write).
 
 With more than ``SWAP_MAX_M`` (256) rows, more than ``SWAP_ALONE_MAX_M`` (128) where the token tiles do
 not pair, or two full 128-token tiles over 128-row W tiles (``rows_in_n_width``'s tile), ``config_for``
