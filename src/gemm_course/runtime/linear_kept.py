@@ -41,7 +41,7 @@ _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for 
 # Launches whose outputs are remembered. With pdl a chain of kernels, each launched at its predecessor's
 # start, may run at once, so a weight loaded before the wait must not be any of their outputs; each kernel
 # of the chain still running holds an SM (one step-11 or step-12 CTA fills one), so they are fewer than the
-# SMs, and any other kernel (not seen here) ends the chain before it: it starts once all before it end.
+# SMs, and a kernel launched without pdl (torch's; not seen here) ends the chain: it starts once all before it end.
 _WINDOW = 512
 _written: dict = {}  # base pointer of the allocation each of the last _WINDOW launches wrote -> None, oldest first
 
