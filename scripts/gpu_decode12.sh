@@ -53,6 +53,12 @@
 #          prefetch, and the 22 stages that fit at 64 x 16 with and without it, against the rule: per launch at
 #          one token's five layers and 16 tokens' two (OUT/tune_m1_w/tune.json), then inside CUDA graphs after
 #          16 tokens (tag decode_graph_m1_w): whether the x behind W's queued loads costs per launch
+#   w_more  W before the wait with 8 and 16 K tiles, and 4 with 24 more put in L2 (prefetch requests return
+#          nothing to the SM, so x need not queue behind them), against the rule (4), per launch at one token's
+#          five layers (OUT/tune_w_more/tune.json) and inside CUDA graphs after 16 tokens (tag decode_graph_w_more)
+#   split2048  the 2048 x 8192 layer at 1-16 tokens (stream-K over 32 W tiles: 78-81% in graphs): parts per
+#          tile instead of stream-K, and 128-row W tiles, per launch (OUT/tune_split2048/tune.json) and in
+#          graphs (tag decode_graph_split2048)
 #   w_early_check  W's first K tiles loaded into the stages before pdl's wait (w_before_wait, as many as the
 #          stages hold), checked on unseen shapes and in the chained-layer gpu tests
 #   w_early  the same against the rule (each variant checked against float32 first) per launch
@@ -344,6 +350,28 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 16x4096x4096 1x4096x4096 64x4096x4096 128x4096x4096 1x14336x4096 16x2048x8192 \
   2>&1 | tee "$out/decode_graph_w_early.log" || status=1
 ;;
+w_more)
+python3 scripts/gpu_tune.py --rotate --rounds 7 --repeats 30 --out "$out/tune_w_more" \
+  --what "W before the wait: 8 or 16 K tiles, or 4 with 24 more in L2, against the rule (4), per launch" \
+  sm90/12 "sm90/12:w_before_wait=8" "sm90/12:w_before_wait=16" "sm90/12:prefetch_w=24" \
+  --shapes 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 \
+  2>&1 | tee "$out/tune_w_more.log" | tail -30 || status=1
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_w_more \
+  --steps sm90/12 "sm90/12:w_before_wait=8" "sm90/12:w_before_wait=16" "sm90/12:prefetch_w=24" \
+  --shapes 16x4096x4096 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 \
+  2>&1 | tee "$out/decode_graph_w_more.log" || status=1
+;;
+split2048)
+python3 scripts/gpu_tune.py --rotate --rounds 7 --repeats 30 --out "$out/tune_split2048" \
+  --what "2048 x 8192 at 1-16 tokens: stream-K over 64-row W tiles (the rule), parts per tile, 128-row tiles" \
+  sm90/12 "sm90/12:stream_k=false,max_parts=4" "sm90/12:stream_k=false,max_parts=8" "sm90/12:tile_m=128,stages=12" \
+  --shapes 1x2048x8192 8x2048x8192 16x2048x8192 \
+  2>&1 | tee "$out/tune_split2048.log" | tail -20 || status=1
+python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_split2048 \
+  --steps sm90/12 "sm90/12:stream_k=false,max_parts=4" "sm90/12:stream_k=false,max_parts=8" "sm90/12:tile_m=128,stages=12" \
+  --shapes 16x2048x8192 1x2048x8192 8x2048x8192 \
+  2>&1 | tee "$out/decode_graph_split2048.log" || status=1
+;;
 m1_w)
 V="launch_after_loads=false,prefetch_w=0"
 python3 scripts/gpu_tune.py --rotate --rounds 7 --repeats 30 --out "$out/tune_m1_w" \
@@ -377,8 +405,8 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 \
   2>&1 | tee "$out/decode_graph_prefetch.log" || status=1
 ;;
-check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_m1_second|graphs_prefetch|m1_late|m1_w|w_early_check|w_early|sweep) ;;
-*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_m1_second, graphs_prefetch, m1_late, m1_w, w_early_check, w_early, sweep)"; status=2 ;;
+check|tune|tune256|tune_pairs|tune_few_w|tune_prefetch|tune_more|tune_256b|tune_handover|tune_rows_in_n|tune_partial_m|chapter|bench|reversed|graphs|graphs_launch|graphs_m1_second|graphs_prefetch|m1_late|m1_w|w_more|split2048|w_early_check|w_early|sweep) ;;
+*) echo "unknown phase $phase (check, tune, tune256, tune_pairs, tune_few_w, tune_prefetch, tune_more, tune_256b, tune_handover, tune_rows_in_n, tune_partial_m, chapter, bench, reversed, graphs, graphs_launch, graphs_m1_second, graphs_prefetch, m1_late, m1_w, w_more, split2048, w_early_check, w_early, sweep)"; status=2 ;;
 esac
 done
 exit $status
