@@ -276,26 +276,32 @@ def test_kept_calls_on_the_gpu_match_the_reference(kept_arguments, direct_calls)
 
 @pytest.mark.gpu
 def test_a_weight_the_kernel_before_writes_is_read_once_written():
-    """Attention's pattern: K from a projection, then one token's scores against K (K as the weight, at one
-    token: step 12 with W before pdl's wait in its rule). K's memory is poisoned before each projection,
-    so a score read from K before the projection wrote it is NaN; against float32, kept and whole paths."""
+    """Attention's pattern: keys from a projection, then one token's scores against them (the keys as the
+    weight, at one token, where step 12's rule loads W before pdl's wait). The keys' memory is poisoned
+    before each projection and the GPU is kept busy ahead of both launches, so a score read from the keys
+    before the projection wrote them is NaN; against float32, on the whole path and kept. A parameter of
+    the same shape takes W before the wait."""
     from gemm_course.runtime import run
     from gemm_course.runtime.problem import relative_error
 
     lin.clear_cache()
     torch.manual_seed(5)
     x = torch.randn(64, 4096, device="cuda").to(torch.bfloat16)
-    wk = torch.randn(4096, 4096, device="cuda").to(torch.bfloat16)
+    wk = torch.nn.Parameter(torch.randn(4096, 4096, device="cuda").to(torch.bfloat16), requires_grad=False)
     keys = torch.empty(64, 4096, dtype=torch.bfloat16, device="cuda")
     with torch.inference_mode():
-        assert lin.route_plan(lin.machine_arch(), 1, 64, 4096).config.w_before_wait > 0  # the rule's, before the guard
+        assert lin.route_plan(lin.machine_arch(), 1, 64, 4096).config.w_before_wait > 0  # the step's rule
         for _ in range(6):
             q = torch.randn(1, 4096, device="cuda").to(torch.bfloat16)
+            torch.cuda._sleep(20_000_000)  # the launches below queue behind it, back to back
             keys.fill_(float("nan"))
             lin.linear(x, wk, out=keys)
             scores = lin.linear(q, keys)
             torch.cuda.synchronize()
             assert relative_error(scores, F.linear(q.float(), keys.float())) < run.TOLERANCE
+        param = torch.nn.Parameter(keys.clone(), requires_grad=False)
+        scores = lin.linear(q, param)
+        assert relative_error(scores, F.linear(q.float(), param.float())) < run.TOLERANCE
     lin.clear_cache()
 
 
@@ -402,37 +408,23 @@ def test_the_kept_signatures_are_bounded_oldest_first(kept, monkeypatch):
 
 
 @pytest.mark.fast
-def test_a_weight_a_launch_still_running_may_write_is_loaded_only_after_the_wait(kept, monkeypatch):
-    """Step 12's rule loads W before pdl's wait at one token (``w_before_wait``), which would read a weight
-    a kernel still running may be writing (attention's K from a projection): a call whose weight lies in
-    an allocation one of the last launches wrote runs without it, on the whole path and on a kept one,
-    and keeps nothing; any other weight keeps it."""
+def test_w_before_the_wait_only_for_a_parameter(kept, monkeypatch):
+    """Step 12's rule loads W's first K tiles before pdl's wait at one token (``w_before_wait``). With pdl a
+    chain of kernels may run at once, so linear takes it only for an nn.Parameter (a model's weight, which no
+    kernel of the forward writes); a plain tensor of the same shape (attention's keys, which a projection
+    just wrote) runs without it, on the whole path and on a kept one, kept apart."""
     from gemm_course.runtime import ladder
 
     monkeypatch.setattr(ladder, "decode", lambda arch="sm90": ladder.get("sm90/12"))  # route: step 12 to 256 tokens
     monkeypatch.setattr(lin, "_decode_verified", functools.lru_cache(lambda arch: True))
     lin.route_plan.cache_clear()
     assert lin.route_plan("sm90", 1, 64, 128).config.w_before_wait > 0
-    keys = bf16(64, 128)
-    lin.linear(bf16(1, 128), keys)  # a weight no launch wrote: W before the wait, kept
-    assert kept.prepared[-1].config.w_before_wait > 0 and len(linear_kept._calls) == 1
-    lin.linear(bf16(1, 128), keys)  # kept, the same
-    assert kept.prepared[-1].config.w_before_wait > 0
+    weight = torch.nn.Parameter(bf16(64, 128), requires_grad=False)
     for path in ("whole", "kept"):
-        written = lin.linear(bf16(64, 64), bf16(128, 64))  # (64, 128): the next call's weight
-        calls, prepared = len(linear_kept._calls), len(kept.prepared)
-        y = lin.linear(bf16(1, 128), written)
-        assert len(kept.prepared) == prepared + 1 and kept.prepared[-1].config.w_before_wait == 0, path
-        assert len(linear_kept._calls) == calls, path  # not kept: the signature's kept call keeps W before the wait
-        assert torch.allclose(y.float(), F.linear(kept.prepared[-1].a, written).float(), rtol=2e-2, atol=2e-2)
-    lin.linear(bf16(1, 128), keys)  # keys were never an output: before the wait again
-    assert kept.prepared[-1].config.w_before_wait > 0
-    written = lin.linear(bf16(64, 64), bf16(128, 64))
-    lin.linear(bf16(1, 128), keys)  # a launch between: with pdl the kernel that wrote it may still run
-    lin.linear(bf16(1, 128), written[:32])  # a view into that output: the same allocation
-    assert kept.prepared[-1].config.w_before_wait == 0
-    monkeypatch.setattr(linear_kept, "_WINDOW", 2)
-    for _ in range(2):
-        lin.linear(bf16(1, 128), keys)  # two more launches: the output's kernel is out of the window, done
-    lin.linear(bf16(1, 128), written)
-    assert kept.prepared[-1].config.w_before_wait > 0
+        lin.linear(bf16(1, 128), weight)
+        assert kept.prepared[-1].config.w_before_wait > 0, path
+        keys = lin.linear(bf16(64, 64), bf16(128, 64))  # (64, 128), just written
+        y = lin.linear(bf16(1, 128), keys)
+        assert kept.prepared[-1].config.w_before_wait == 0, path
+        assert torch.allclose(y.float(), F.linear(kept.prepared[-1].a, keys).float(), rtol=2e-2, atol=2e-2)
+    assert len(linear_kept._calls) == 3  # the parameter's signature, the keys', the projection's

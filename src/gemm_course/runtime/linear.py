@@ -36,11 +36,11 @@ the torch dispatcher where no mode, trace or compile could see the op. Together 
 kept scratch is one fp32 tile per CTA of the grid for each config in use (17 MB for a 128 x 256
 tile on 132 SMs); :func:`clear_cache` frees it.
 
-**A weight a kernel before wrote.** Where step 12's rule loads W's first K tiles before waiting
-for the kernel before (``w_before_wait``: one token, the next kernel launched at the start), a weight
-in an allocation that one of the last launches through ``linear`` wrote (attention's K, computed by
-a projection just before) runs without it, and that call is not kept
-(:func:`gemm_course.runtime.linear_kept.weight_may_be_unwritten`).
+**A weight that is not a parameter.** Step 12's rule loads W's first K tiles before it waits for
+the kernel before (``w_before_wait``: one token, the next kernel launched at the start). With pdl a
+chain of kernels may run at once, so ``linear`` takes that only for an ``nn.Parameter``, a model's
+weight, which no kernel of the forward writes; any other weight (attention's keys, computed by a
+projection just before) runs without it (:func:`gemm_course.runtime.linear_kept.static_weight`).
 
 **CUDA graphs.** A call under ``torch.cuda.graph`` capture synchronises nothing and allocates only
 its output (and a copy of an input the kernel cannot read) through torch's caching allocator,
@@ -228,9 +228,9 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     m, k = x.shape
     n = weight.shape[0]
     p = route_plan(arch_name, m, n, k)
-    if getattr(p.config, "w_before_wait", 0) and linear_kept.weight_may_be_unwritten(weight):
-        # a kernel still running may be writing this weight: W's loads wait for it, and this call is not kept
-        p, signature = plan.for_problem(p.step, p.problem, dataclasses.replace(p.config, w_before_wait=0)), None
+    if getattr(p.config, "w_before_wait", 0) and not linear_kept.static_weight(weight):
+        # not a model's weight: a kernel still running (pdl) may be writing it, so all of W waits
+        p = plan.for_problem(p.step, p.problem, dataclasses.replace(p.config, w_before_wait=0))
     step, config = p.step, p.config
     if step.arch == "sm100":
         _warn_without_b200_record(step)
@@ -242,7 +242,6 @@ def _first_call(arch_name, input, weight, bias, out, signature):
     except GemmInputError as e:  # the GEMM's rules (strides, alignment, aliasing), in linear's words
         raise GemmInputError(f"linear: {e} {_ROLES}") from None
     launch()
-    linear_kept.wrote(out2d)
     if key is not None:
         linear_kept._workspaces[key] = workspace  # kept once its kernel is compiled and has run: ready for a capture
     if signature is not None:

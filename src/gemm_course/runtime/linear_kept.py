@@ -12,9 +12,6 @@ on the host (a decode GEMM runs for 10-30 us on the GPU).
   CUDA-graph pool: :func:`_allocate_outside_graph_pools`), and the scratch
   that captured CUDA graphs launch with (``_in_graphs``, kept for the process).
 * Whether an eager call may skip the torch dispatcher (:func:`use_direct_calls`, :func:`_unobserved`).
-* The allocations the last :data:`_WINDOW` launches wrote into (``_written``): a kernel that loads W
-  before pdl's wait (``w_before_wait``) must not read a weight a kernel still running may be writing
-  (:func:`weight_may_be_unwritten`); such a call takes the whole path, which runs it without.
 
 The state is read at each call from this module (``linear`` reads it as ``linear_kept._calls``, ...),
 so a test patches it here (``_KEPT_DEVICE_TYPE``, ``_MAX_CALLS``, ``_direct_calls``, ``_in_graphs``).
@@ -38,35 +35,14 @@ _KEPT_DEVICE_TYPE = "cuda"  # where calls are kept per signature (tests of the k
 _kept_arguments = True  # use_kept_arguments
 _direct_calls = True  # use_direct_calls
 _in_graphs: list = []  # the scratch captured CUDA graphs launch with: kept for the process, as they may replay
-# Launches whose outputs are remembered. With pdl a chain of kernels, each launched at its predecessor's
-# start, may run at once, so a weight loaded before the wait must not be any of their outputs; each kernel
-# of the chain still running holds an SM (one step-11 or step-12 CTA fills one), so they are fewer than the
-# SMs, and a kernel launched without pdl (torch's; not seen here) ends the chain: it starts once all before it end.
-_WINDOW = 512
-_written: dict = {}  # base pointer of the allocation each of the last _WINDOW launches wrote -> None, oldest first
-
-
-def weight_may_be_unwritten(weight) -> bool:
-    """Whether ``weight`` lies in an allocation one of the last :data:`_WINDOW` launches through linear
-    wrote: that kernel may still be running (pdl) when the next one loads W. Bytes two tensors share lie
-    in one allocation, so the check is by its base pointer."""
-    return weight.untyped_storage().data_ptr() in _written
-
-
-def wrote(c2d) -> None:
-    """Note the allocation of the (M, N) output a launch through linear just wrote (``_written``)."""
-    base = c2d.untyped_storage().data_ptr()
-    _written.pop(base, None)
-    _written[base] = None
-    while len(_written) > _WINDOW:
-        del _written[next(iter(_written))]
 
 
 def _signature(input, weight, bias, out) -> tuple:
-    """What linear's checks depend on besides the data pointers: the tensors' shapes, strides, dtypes
-    and devices, the current device and stream."""
+    """What linear's checks and plan depend on besides the data pointers: the tensors' shapes, strides,
+    dtypes and devices, whether the weight is an ``nn.Parameter`` (:func:`static_weight`), the current
+    device and stream."""
     return (input.shape, input.stride(), input.dtype, input.device,
-            weight.shape, weight.stride(), weight.dtype, weight.device,
+            weight.shape, weight.stride(), weight.dtype, weight.device, static_weight(weight),
             None if bias is None else (bias.shape, bias.dtype, bias.device),
             None if out is None else (out.shape, out.stride(), out.dtype, out.device),
             torch.cuda.current_device(), torch.cuda.current_stream().cuda_stream)
@@ -89,7 +65,6 @@ class _Call:
     b_bytes: int
     c_bytes: int
     launch: object  # run.KeptArguments or run.Relauncher (_relauncher): (a, b, c) -> None
-    w_before_wait: bool  # the kernel loads W before pdl's wait: not after a launch that wrote the weight
 
     def run(self, input, weight, bias, out):
         if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
@@ -102,7 +77,7 @@ class _Call:
             x = x.clone(memory_format=torch.contiguous_format)  # as linear_checks._operands: a fresh copy is aligned
             a = None  # and overlaps nothing
         b = weight.data_ptr()
-        if b % TMA_ALIGN_BYTES or (self.w_before_wait and weight_may_be_unwritten(weight)):
+        if b % TMA_ALIGN_BYTES:
             return None
         if out is None:
             c2d = torch.empty(m, n, dtype=torch.bfloat16, device=input.device)
@@ -119,7 +94,6 @@ class _Call:
         if x.requires_grad:  # possible with autograd off; DLPack refuses such tensors
             x = x.detach()
         self.launch(x, weight.detach() if weight.requires_grad else weight, c2d)
-        wrote(c2d)
         if bias is not None:
             c2d.add_(bias)
         return result
@@ -127,15 +101,13 @@ class _Call:
 
 def _keep(signature, shape, input, weight, out2d, launch) -> None:
     """Keep what the first call of ``signature`` found: its (M, N, K) ``shape``, its operands' layout
-    (``out2d``: the (M, N) output it wrote) and its ``launch`` (a :class:`run.Launcher` that has run,
-    of the route's plan)."""
+    (``out2d``: the (M, N) output it wrote) and its ``launch`` (a :class:`run.Launcher` that has run)."""
     if len(_calls) >= _MAX_CALLS:  # many shapes (prefill lengths): the oldest signature goes
         _calls.pop(next(iter(_calls)), None)
     m, n, k = shape
     flat = input.reshape(m, k)
     _calls[signature] = _Call(m, n, k, tuple(input.shape[:-1]), bool(layout_rule("A", flat)), _span(flat),
-                              _span(weight), _span(out2d), _relauncher(launch),
-                              getattr(launch.config, "w_before_wait", 0) > 0)
+                              _span(weight), _span(out2d), _relauncher(launch))
 
 
 def use_kept_arguments(on: bool = True) -> None:
@@ -161,6 +133,13 @@ def use_direct_calls(on: bool = True) -> None:
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def static_weight(weight) -> bool:
+    """Whether ``weight`` is an ``nn.Parameter``: a model's weight, which no kernel of its forward writes,
+    so step 12 may load it before pdl's wait (``w_before_wait``); any other tensor (attention's keys, a
+    cache) may be the output of a kernel still running and is loaded after it."""
+    return isinstance(weight, torch.nn.Parameter)
 
 
 def _unobserved(tensors) -> bool:

@@ -47,7 +47,8 @@ class Launcher:
 
     Its ``workspace`` (step 11's stream-K partial sums, counters and flags) is its own: ``prepare``
     allocates it per launcher, and the launcher's launches queue on one stream, so no two of them
-    run at once. The last part of a split tile resets its counter and flags for the next launch; a
+    touch it at once (with pdl a launch's CTAs start early, but reach the scratch only after their wait
+    for the launch before has returned). The last part of a split tile resets its counter and flags for the next launch; a
     launch that stops midway (a trap) leaves the CUDA context unusable, so stale flags are never
     read. Two launches that must overlap need two launchers. Launchers whose launches queue on one
     stream may share one :class:`Workspace` (``prepare``'s ``workspace``), as
@@ -185,7 +186,11 @@ def prepare(step, a, b, c, config=None, *, workspace: Optional[Workspace] = None
     to another step, config or device.
 
     ``checked``: with a plan, the caller has already run :func:`gemm_course.runtime.problem.validate` on
-    these tensors and got the plan's problem (``linear`` does, in its own words): not run again."""
+    these tensors and got the plan's problem (``linear`` does, in its own words): not run again.
+
+    Step 12's rule at one token loads some of B (the weight) before it waits for the kernel before
+    (``w_before_wait``): for a B that a kernel still running may write, such as another launch's C,
+    pass a config with ``w_before_wait=0`` (``linear`` does so for any weight not an ``nn.Parameter``)."""
     import torch
     from cuda.bindings import driver as cuda
 

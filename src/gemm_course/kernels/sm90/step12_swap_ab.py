@@ -64,8 +64,10 @@ Parent: step 11. Key differences (chapter 12):
   (``W_BEFORE_WAIT`` K tiles): inside CUDA graphs on an H100 at one token, 88% of the copy bandwidth
   against 84% at 4096 x 4096 and 95-100% against 93-98% at the 117 MB layers; per launch level. With
   as many K tiles as the stages hold it gained more in graphs but lost 1-3% per launch, where the wait
-  has passed before the first load and x queues behind all of W's loads. Its contract: the kernel
-  before must not write W (``linear`` takes it off for a weight that a launch still running may write).
+  has passed before the first load and x queues behind all of W's loads. Its contract: no kernel
+  still running writes W, and with pdl a chain of kernels may run at once, each launched at its
+  predecessor's start. ``linear`` takes it only for an ``nn.Parameter``; a direct ``run.gemm`` or
+  ``run.prepare`` on another kernel's output passes ``w_before_wait=0``.
 
 With more than ``SWAP_MAX_M`` (256) rows, more than ``SWAP_ALONE_MAX_M`` (128) where the token tiles do
 not pair, or two full 128-token tiles over 128-row W tiles (``rows_in_n_width``'s tile), ``config_for``
@@ -133,8 +135,8 @@ class Config(parent.Config):
     pdl: bool = True  # programmatic dependent launch (``Gemm.before_first_load``): the next layer starts early
     prefetch_w: int = 0  # with pdl, K tiles of W put in L2 before the wait (``config_for``: pairs, late single tiles)
     launch_after_loads: bool = False  # with pdl, the next kernel launches once the loads are issued, not at the start
-    # with pdl, K tiles of W loaded into the stages before the wait (``stages`` at most): only where the kernel
-    # before cannot have written W (a layer's weight, not another kernel's output such as a KV cache)
+    # with pdl, K tiles of W loaded into the stages before the wait (``stages`` at most): only where no kernel
+    # still running (a pdl chain runs at once) writes W: a layer's weight, not another kernel's output
     w_before_wait: int = 0
 
 
