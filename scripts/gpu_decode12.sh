@@ -79,6 +79,16 @@ shift
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 status=0
+# ab NAME WHAT SHAPES GRAPH_SHAPES VARIANT...: the variants against step 12's rule, per launch with weights rotated
+# out of L2 (OUT/tune_NAME/tune.json), then inside CUDA graphs (records of kind decode_graph_ab, tag decode_graph_NAME)
+ab() {
+  local name=$1 what=$2 shapes=$3 graph_shapes=$4
+  shift 4
+  python3 scripts/gpu_tune.py --rotate --rounds 7 --repeats 30 --out "$out/tune_$name" --what "$what" \
+    sm90/12 "$@" --shapes $shapes 2>&1 | tee "$out/tune_$name.log" | tail -30 || status=1
+  python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag "decode_graph_$name" \
+    --steps sm90/12 "$@" --shapes $graph_shapes 2>&1 | tee "$out/decode_graph_$name.log" || status=1
+}
 for phase in "$@"; do
 case $phase in
 check)
@@ -351,26 +361,15 @@ python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag de
   2>&1 | tee "$out/decode_graph_w_early.log" || status=1
 ;;
 w_more)
-python3 scripts/gpu_tune.py --rotate --rounds 7 --repeats 30 --out "$out/tune_w_more" \
-  --what "W before the wait: 8 or 16 K tiles, or 4 with 24 more in L2, against the rule (4), per launch" \
-  sm90/12 "sm90/12:w_before_wait=8" "sm90/12:w_before_wait=16" "sm90/12:prefetch_w=24" \
-  --shapes 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 \
-  2>&1 | tee "$out/tune_w_more.log" | tail -30 || status=1
-python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_w_more \
-  --steps sm90/12 "sm90/12:w_before_wait=8" "sm90/12:w_before_wait=16" "sm90/12:prefetch_w=24" \
-  --shapes 16x4096x4096 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 \
-  2>&1 | tee "$out/decode_graph_w_more.log" || status=1
+ab w_more "W before the wait: 8 or 16 K tiles, or 4 with 24 more in L2, against the rule (4), per launch" \
+  "1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192" \
+  "16x4096x4096 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192" \
+  "sm90/12:w_before_wait=8" "sm90/12:w_before_wait=16" "sm90/12:prefetch_w=24"
 ;;
 split2048)
-python3 scripts/gpu_tune.py --rotate --rounds 7 --repeats 30 --out "$out/tune_split2048" \
-  --what "2048 x 8192 at 1-16 tokens: stream-K over 64-row W tiles (the rule), parts per tile, 128-row tiles" \
-  sm90/12 "sm90/12:stream_k=false,max_parts=4" "sm90/12:stream_k=false,max_parts=8" "sm90/12:tile_m=128,stages=12" \
-  --shapes 1x2048x8192 8x2048x8192 16x2048x8192 \
-  2>&1 | tee "$out/tune_split2048.log" | tail -20 || status=1
-python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_split2048 \
-  --steps sm90/12 "sm90/12:stream_k=false,max_parts=4" "sm90/12:stream_k=false,max_parts=8" "sm90/12:tile_m=128,stages=12" \
-  --shapes 16x2048x8192 1x2048x8192 8x2048x8192 \
-  2>&1 | tee "$out/decode_graph_split2048.log" || status=1
+ab split2048 "2048 x 8192 at 1-16 tokens: stream-K over 64-row W tiles (the rule), parts per tile, 128-row tiles" \
+  "1x2048x8192 8x2048x8192 16x2048x8192" "16x2048x8192 1x2048x8192 8x2048x8192" \
+  "sm90/12:stream_k=false,max_parts=4" "sm90/12:stream_k=false,max_parts=8" "sm90/12:tile_m=128,stages=12"
 ;;
 m1_w)
 V="launch_after_loads=false,prefetch_w=0"

@@ -124,7 +124,7 @@ def test_the_tune_phase_names_variants_the_steps_take(tmp_path):
 
 
 @pytest.mark.parametrize("phase", ["tune_prefetch", "tune_more", "tune_256b", "tune_handover", "tune_rows_in_n",
-                                   "tune_partial_m", "m1_late", "w_early"])
+                                   "tune_partial_m", "m1_late", "w_early", "m1_w", "w_more", "split2048"])
 def test_each_prepared_ab_names_variants_the_steps_take(tmp_path, phase):
     """Every variant of the A/B phases prepared for the next device run is a config its step accepts and
     takes at each of the phase's shapes (gpu_tune.py would stop at the first it refuses)."""
@@ -140,7 +140,8 @@ def test_each_prepared_ab_names_variants_the_steps_take(tmp_path, phase):
                 takes(step, shape, gpu_tune.config_on(step, changes, GemmProblem(*shape)))
 
 
-@pytest.mark.parametrize("phase", ["graphs_prefetch", "graphs_launch", "graphs_m1_second", "m1_late", "w_early"])
+@pytest.mark.parametrize("phase", ["graphs_prefetch", "graphs_launch", "graphs_m1_second", "m1_late", "w_early", "m1_w",
+                                   "w_more", "split2048"])
 def test_the_graph_ab_keeps_its_records_apart_from_the_chapters(tmp_path, phase):
     graph_script = import_script("gpu_decode_graph")
     runs = [argv for argv, _ in logged_commands(tmp_path, phase) if argv[0] == "scripts/gpu_decode_graph.py"]
