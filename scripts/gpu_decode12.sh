@@ -373,17 +373,11 @@ ab split2048 "2048 x 8192 at 1-16 tokens: stream-K over 64-row W tiles (the rule
 ;;
 m1_w)
 V="launch_after_loads=false,prefetch_w=0"
-python3 scripts/gpu_tune.py --rotate --rounds 7 --repeats 30 --out "$out/tune_m1_w" \
-  --what "W before the wait, 4 or 64 K tiles, and 22 stages at 64 x 16, per launch: against the rule" \
-  sm90/12 "sm90/12:w_before_wait=4,$V" "sm90/12:w_before_wait=64,$V" "sm90/12:tile_m=64,stages=22" \
-  "sm90/12:w_before_wait=64,$V,tile_m=64,stages=22" \
-  --shapes 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 16x4096x4096 16x2048x8192 \
-  2>&1 | tee "$out/tune_m1_w.log" | tail -40 || status=1
-python3 scripts/gpu_decode_graph.py --out "$out" --kind decode_graph_ab --tag decode_graph_m1_w \
-  --steps sm90/12 "sm90/12:w_before_wait=4,$V" "sm90/12:w_before_wait=64,$V" "sm90/12:tile_m=64,stages=22" \
-  "sm90/12:w_before_wait=64,$V,tile_m=64,stages=22" \
-  --shapes 16x4096x4096 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 16x2048x8192 \
-  2>&1 | tee "$out/decode_graph_m1_w.log" || status=1
+ab m1_w "W before the wait, 4 or 64 K tiles, and 22 stages at 64 x 16, per launch: against the rule" \
+  "1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 16x4096x4096 16x2048x8192" \
+  "16x4096x4096 1x4096x4096 1x14336x4096 1x4096x14336 1x6144x4096 1x2048x8192 16x2048x8192" \
+  "sm90/12:w_before_wait=4,$V" "sm90/12:w_before_wait=64,$V" "sm90/12:tile_m=64,stages=22" \
+  "sm90/12:w_before_wait=64,$V,tile_m=64,stages=22"
 ;;
 tune_partial_m)
 for spec in "160 80 14336 6144" "200 112 6144 14336"; do
